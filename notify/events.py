@@ -1,0 +1,200 @@
+"""Creating events: the only way a reset enters the system."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+import phonenumbers
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator, validate_email
+from django.db import IntegrityError, transaction
+
+from notify import machine, vault
+from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
+from notify.states import Cause, Channel, Purpose, State
+from policies.models import PolicyVersion
+
+
+class Refusal(StrEnum):
+    INVALID_PHONE = "invalid_phone"
+    INVALID_EMAIL = "invalid_email"
+    INVALID_RESET_URL = "invalid_reset_url"
+    INVALID_EXPIRY = "invalid_expiry"
+    UNUSABLE_EXPIRY = "unusable_expiry"
+    UNKNOWN_PURPOSE = "unknown_purpose"
+    UNKNOWN_REGION = "unknown_region"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+
+
+class EventRefused(Exception):
+    """The request cannot become an event. The message never contains the refused value."""
+
+    def __init__(self, reason: Refusal, field: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ResetRequest:
+    """What a service asks for. Exactly one of ``expires_at`` and ``ttl`` is given."""
+
+    service: str
+    client_key: str
+    region: str
+    purpose: str
+    phone: str
+    email: str
+    reset_url: str
+    expires_at: datetime | None = None
+    ttl: timedelta | None = None
+
+    def __repr__(self) -> str:
+        return f"ResetRequest(service={self.service!r}, client_key={self.client_key!r}, region={self.region!r})"
+
+
+@dataclass(frozen=True)
+class CreatedEvent:
+    event: Event
+    created: bool
+
+
+def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
+    """Persist a new event and its SMS intent, or return the one this request already made.
+
+    1. Validate and normalize the request (nothing is stored for a refused one).
+    2. A (service, client key) seen before returns its event if the request is the
+       same, and is refused as a conflict if it differs.
+    3. Resolve the region's active policy and refuse an expiry that leaves no
+       usable action budget.
+    4. In one transaction, before any outbound request: the event, its SMS claim,
+       the sealed destinations and the first transition.
+    """
+    destinations = _normalized_destinations(request)
+    fingerprint = _fingerprint(request, destinations)
+    existing = _existing(request, fingerprint)
+    if existing is not None:
+        return CreatedEvent(existing, created=False)
+
+    policy = PolicyVersion.objects.active_for(request.region)
+    if policy is None:
+        raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
+    expires_at = _expiry(request, now)
+    shortest = machine.minimum_lifetime(policy)
+    if expires_at - now <= shortest:
+        raise EventRefused(
+            Refusal.UNUSABLE_EXPIRY,
+            "expires_at",
+            f"the reset must live longer than {shortest.total_seconds():g}s "
+            f"to leave an action budget under policy {policy}",
+        )
+
+    event = Event(
+        id=new_event_id(),
+        service=request.service,
+        client_key=request.client_key,
+        request_fingerprint=fingerprint,
+        purpose=request.purpose,
+        region=request.region,
+        policy=policy,
+        fallback_available=bool(destinations.email),
+        sms_recipient_ref=vault.keyed_hash(destinations.phone),
+        email_recipient_ref=vault.keyed_hash(destinations.email) if destinations.email else "",
+        created_at=now,
+        expires_at=expires_at,
+        state=State.SMS_REQUESTED,
+        version=1,
+        state_entered_at=now,
+    )
+    decision = machine.decide(event, {Channel.SMS: machine.NEW_CLAIM}, policy, now)
+    event.next_action, event.next_action_at, event.act_by = decision.action, decision.due_at, decision.act_by
+    try:
+        with transaction.atomic():
+            event.save(force_insert=True)
+            Claim.objects.create(
+                event=event, channel=Channel.SMS, key=claim_key(Channel.SMS, event.id), created_at=now, updated_at=now
+            )
+            VaultEntry.objects.create(event=event, ciphertext=vault.seal(destinations), created_at=now)
+            Transition.objects.create(
+                event=event,
+                from_state="",
+                to_state=State.SMS_REQUESTED,
+                version=1,
+                cause=Cause.CREATED,
+                actor=f"service:{request.service}",
+                at=now,
+            )
+    except IntegrityError:
+        # A concurrent request with the same client key committed first: it is now the existing one.
+        existing = _existing(request, fingerprint)
+        if existing is None:
+            raise
+        return CreatedEvent(existing, created=False)
+    return CreatedEvent(event, created=True)
+
+
+def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
+    event = Event.objects.filter(service=request.service, client_key=request.client_key).first()
+    if event is not None and event.request_fingerprint != fingerprint:
+        raise EventRefused(
+            Refusal.IDEMPOTENCY_CONFLICT,
+            "client_key",
+            "this client_key was already used with a different request",
+        )
+    return event
+
+
+def _normalized_destinations(request: ResetRequest) -> vault.Destinations:
+    if request.purpose not in Purpose.values:
+        raise EventRefused(Refusal.UNKNOWN_PURPOSE, "purpose", f"purpose must be one of {', '.join(Purpose.values)}")
+    try:
+        number = phonenumbers.parse(request.phone, None)
+    except phonenumbers.NumberParseException:
+        number = None
+    if number is None or not phonenumbers.is_valid_number(number):
+        raise EventRefused(
+            Refusal.INVALID_PHONE, "phone", "phone must be a valid number in E.164 form (+ and country code)"
+        )
+    email = request.email.strip()
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            raise EventRefused(Refusal.INVALID_EMAIL, "email", "email is not a valid address") from None
+    try:
+        URLValidator(schemes=["https"])(request.reset_url)
+    except ValidationError:
+        raise EventRefused(Refusal.INVALID_RESET_URL, "reset_url", "reset_url must be an https URL") from None
+    return vault.Destinations(
+        phone=phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164),
+        email=email.lower(),
+        reset_url=request.reset_url,
+    )
+
+
+def _expiry(request: ResetRequest, now: datetime) -> datetime:
+    if request.expires_at is not None and request.ttl is None:
+        if request.expires_at.tzinfo is None:
+            raise EventRefused(Refusal.INVALID_EXPIRY, "expires_at", "expires_at must carry a UTC offset")
+        return request.expires_at
+    if request.ttl is not None and request.expires_at is None:
+        return now + request.ttl
+    raise EventRefused(Refusal.INVALID_EXPIRY, "expires_at", "give exactly one of expires_at and ttl_seconds")
+
+
+def _fingerprint(request: ResetRequest, destinations: vault.Destinations) -> str:
+    """Return a keyed hash of everything that makes two requests "the same request"."""
+    canonical = json.dumps(
+        [
+            request.region,
+            request.purpose,
+            destinations.phone,
+            destinations.email,
+            destinations.reset_url,
+            request.expires_at.isoformat() if request.expires_at else None,
+            request.ttl.total_seconds() if request.ttl else None,
+        ]
+    )
+    return vault.keyed_hash(canonical)

@@ -1,0 +1,253 @@
+"""The workflow's rules as data and pure functions: no database, no clock.
+
+``ALLOWED_TRANSITIONS`` is the one transition table. The worker, the callback
+view, runbook actions and replay all reach it through ``notify.transitions``
+(which writes) or ``decide`` (which only reads).
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Protocol
+
+from notify.states import Channel, ClaimState, NextAction, Normalized, State
+from policies.models import PolicyVersion
+
+ALLOWED_TRANSITIONS: Mapping[State, frozenset[State]] = {
+    State.SMS_REQUESTED: frozenset({State.SMS_PENDING, State.SMS_FAILED, State.EMAIL_CLAIMED, State.EXPIRED}),
+    State.SMS_PENDING: frozenset({State.SMS_DELIVERED, State.SMS_FAILED, State.EMAIL_CLAIMED, State.EXPIRED}),
+    State.SMS_FAILED: frozenset({State.EMAIL_CLAIMED, State.EXPIRED}),
+    State.EMAIL_CLAIMED: frozenset({State.EMAIL_ACCEPTED, State.EMAIL_FAILED, State.EXPIRED}),
+    State.SMS_DELIVERED: frozenset(),
+    State.EMAIL_ACCEPTED: frozenset(),
+    State.EMAIL_FAILED: frozenset(),
+    State.EXPIRED: frozenset(),
+}
+
+# The workflow state an observation asks for. Statuses absent here (transient errors,
+# unknown outcomes, notes) are evidence only and never move the workflow.
+OBSERVATION_TARGETS: Mapping[tuple[Channel, Normalized], State] = {
+    (Channel.SMS, Normalized.ACCEPTED): State.SMS_PENDING,
+    (Channel.SMS, Normalized.PENDING): State.SMS_PENDING,
+    (Channel.SMS, Normalized.DELIVERED): State.SMS_DELIVERED,
+    (Channel.SMS, Normalized.REJECTED): State.SMS_FAILED,
+    (Channel.SMS, Normalized.TERMINAL_FAILURE): State.SMS_FAILED,
+    (Channel.EMAIL, Normalized.ACCEPTED): State.EMAIL_ACCEPTED,
+    (Channel.EMAIL, Normalized.REJECTED): State.EMAIL_FAILED,
+    (Channel.EMAIL, Normalized.TERMINAL_FAILURE): State.EMAIL_FAILED,
+}
+
+# A claim's own life, separate from the workflow: a claim is not an accepted message.
+CLAIM_TRANSITIONS: Mapping[ClaimState, frozenset[ClaimState]] = {
+    ClaimState.CLAIMED: frozenset({ClaimState.SUBMITTING}),
+    # Back to CLAIMED only after a transient error that proves nothing was sent.
+    ClaimState.SUBMITTING: frozenset({ClaimState.ACCEPTED, ClaimState.FAILED, ClaimState.CLAIMED}),
+    ClaimState.ACCEPTED: frozenset({ClaimState.DELIVERED, ClaimState.FAILED}),
+    ClaimState.DELIVERED: frozenset(),
+    ClaimState.FAILED: frozenset(),
+}
+
+OBSERVATION_CLAIM_STATES: Mapping[Normalized, ClaimState] = {
+    Normalized.ACCEPTED: ClaimState.ACCEPTED,
+    Normalized.PENDING: ClaimState.ACCEPTED,
+    Normalized.DELIVERED: ClaimState.DELIVERED,
+    Normalized.REJECTED: ClaimState.FAILED,
+    Normalized.TERMINAL_FAILURE: ClaimState.FAILED,
+}
+
+
+class Step(Enum):
+    POLL = "poll_cost"
+    SELECT = "select_cost"
+    EMAIL_SUBMIT = "email_submit_cost"
+    RECORD = "record_cost"
+
+
+_FALLBACK_STEPS = frozenset({Step.SELECT, Step.EMAIL_SUBMIT})
+
+# What is still to be done from each open state before the reset can reach the
+# subscriber by the last channel; the action budget reserves the policy's cost of each.
+REMAINING_STEPS: Mapping[State, tuple[Step, ...]] = {
+    State.SMS_REQUESTED: (Step.POLL, Step.SELECT, Step.EMAIL_SUBMIT, Step.RECORD),
+    State.SMS_PENDING: (Step.POLL, Step.SELECT, Step.EMAIL_SUBMIT, Step.RECORD),
+    State.SMS_FAILED: (Step.SELECT, Step.EMAIL_SUBMIT, Step.RECORD),
+    State.EMAIL_CLAIMED: (Step.EMAIL_SUBMIT, Step.RECORD),
+}
+
+
+class EventFacts(Protocol):
+    """What the decision needs to know about an event (a model row or a replay record)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def expires_at(self) -> datetime: ...
+    @property
+    def state_entered_at(self) -> datetime: ...
+    @property
+    def last_observation_at(self) -> datetime | None: ...
+    @property
+    def fallback_available(self) -> bool: ...
+
+
+class ClaimFacts(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def next_attempt_at(self) -> datetime | None: ...
+
+
+@dataclass(frozen=True)
+class EventSnapshot:
+    """The decision-relevant facts of an event, as a value that can be changed and re-decided."""
+
+    state: str
+    created_at: datetime
+    expires_at: datetime
+    state_entered_at: datetime
+    last_observation_at: datetime | None
+    fallback_available: bool
+
+    @classmethod
+    def of(cls, event: EventFacts) -> "EventSnapshot":
+        return cls(
+            state=event.state,
+            created_at=event.created_at,
+            expires_at=event.expires_at,
+            state_entered_at=event.state_entered_at,
+            last_observation_at=event.last_observation_at,
+            fallback_available=event.fallback_available,
+        )
+
+
+@dataclass(frozen=True)
+class ClaimSnapshot:
+    state: str
+    next_attempt_at: datetime | None = None
+
+
+NEW_CLAIM = ClaimSnapshot(ClaimState.CLAIMED)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The single next action, when it is due, and the action-budget deadline."""
+
+    action: NextAction
+    due_at: datetime | None
+    act_by: datetime | None
+
+
+NO_ACTION = Decision(NextAction.NONE, None, None)
+
+
+def allowed_targets(state: State, fallback_available: bool) -> frozenset[State]:
+    """Return the states ``state`` may move to; without a fallback ``sms_failed`` is terminal."""
+    if not fallback_available:
+        if state == State.SMS_FAILED:
+            return frozenset()
+        return ALLOWED_TRANSITIONS[state] - {State.EMAIL_CLAIMED}
+    return ALLOWED_TRANSITIONS[state]
+
+
+def is_terminal(state: State, fallback_available: bool) -> bool:
+    return not allowed_targets(state, fallback_available)
+
+
+def claim_may_move(current: ClaimState, target: ClaimState) -> bool:
+    return target in CLAIM_TRANSITIONS[current]
+
+
+def time_needed(state: State, policy: PolicyVersion, fallback_available: bool) -> timedelta:
+    """Return the configured time the remaining steps from ``state`` take."""
+    steps = REMAINING_STEPS[state]
+    if not fallback_available:
+        steps = tuple(step for step in steps if step not in _FALLBACK_STEPS)
+    return sum((getattr(policy, step.value) for step in steps), timedelta(0))
+
+
+def act_by(event: EventFacts, policy: PolicyVersion) -> datetime | None:
+    """Return the last moment the next step can start and still finish before expiry."""
+    state = State(event.state)
+    if is_terminal(state, event.fallback_available):
+        return None
+    return event.expires_at - time_needed(state, policy, event.fallback_available)
+
+
+def fallback_deadline(event: EventFacts, policy: PolicyVersion) -> datetime:
+    """Return D, the moment a still-unresolved SMS gives way to the email fallback.
+
+    The SMS gets its budget from the intent (the event's creation), but never so
+    long that the email would start with less than the fallback reserve left.
+    """
+    return min(event.created_at + policy.sms_budget, event.expires_at - policy.fallback_reserve)
+
+
+def minimum_lifetime(policy: PolicyVersion) -> timedelta:
+    """Return the shortest reset lifetime an event may be created with.
+
+    Shorter, and the event would be born at risk: no action budget for the whole
+    SMS-then-email path, or a fallback deadline already in the past.
+    """
+    return max(time_needed(State.SMS_REQUESTED, policy, fallback_available=True), policy.fallback_reserve)
+
+
+def observation_target(channel: Channel, normalized: Normalized) -> State | None:
+    return OBSERVATION_TARGETS.get((channel, normalized))
+
+
+def may_claim_fallback(event: EventFacts, policy: PolicyVersion, now: datetime) -> bool:
+    """Return whether the email fallback may be claimed now (DESIGN rule 4).
+
+    Only from a terminal SMS failure, or from an unresolved SMS once the fallback
+    deadline has passed; never after expiry, never without a fallback channel.
+    """
+    state = State(event.state)
+    if State.EMAIL_CLAIMED not in allowed_targets(state, event.fallback_available) or now >= event.expires_at:
+        return False
+    return state == State.SMS_FAILED or now >= fallback_deadline(event, policy)
+
+
+def decide(event: EventFacts, claims: Mapping[Channel, ClaimFacts], policy: PolicyVersion, now: datetime) -> Decision:
+    """Return the single next action for the event, when it is due, and its ``act_by``."""
+    state = State(event.state)
+    if is_terminal(state, event.fallback_available):
+        return NO_ACTION
+    deadline = act_by(event, policy)
+    if now >= event.expires_at:
+        return Decision(NextAction.EXPIRE, event.expires_at, deadline)
+    action, due = _next_step(state, event, claims, policy, now)
+    if due >= event.expires_at:
+        # Nothing scheduled can still happen in time: the next thing to happen is expiry.
+        return Decision(NextAction.EXPIRE, event.expires_at, deadline)
+    return Decision(action, due, deadline)
+
+
+def _next_step(
+    state: State,
+    event: EventFacts,
+    claims: Mapping[Channel, ClaimFacts],
+    policy: PolicyVersion,
+    now: datetime,
+) -> tuple[NextAction, datetime]:
+    if state == State.SMS_FAILED:
+        return NextAction.CLAIM_EMAIL, event.state_entered_at
+    if state == State.EMAIL_CLAIMED:
+        return NextAction.SUBMIT_EMAIL, claims[Channel.EMAIL].next_attempt_at or event.state_entered_at
+    if state == State.SMS_REQUESTED:
+        sms = claims[Channel.SMS]
+        # A claim left in SUBMITTING may have reached the provider: look it up, never resubmit blind.
+        action = NextAction.RECOVER_SMS if sms.state == ClaimState.SUBMITTING else NextAction.SUBMIT_SMS
+        due = sms.next_attempt_at or event.state_entered_at
+    else:
+        action = NextAction.POLL_SMS
+        due = (event.last_observation_at or event.state_entered_at) + policy.poll_interval
+    if event.fallback_available:
+        deadline = fallback_deadline(event, policy)
+        # At D the SMS gets no more of the reset's lifetime, whatever it was about to do.
+        if max(due, now) >= deadline:
+            return NextAction.CLAIM_EMAIL, deadline
+    return action, due

@@ -1,0 +1,23 @@
+"""Prepare the embedded demo: a console login that is printed once."""
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "demo-reset-delivery"
+
+
+class Command(BaseCommand):
+    help = "Create the demo login for the embedded default (idempotent)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(
+            username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        self.stdout.write(f"Demo login: {DEMO_USERNAME} / {DEMO_PASSWORD} at http://127.0.0.1:8000/admin/")

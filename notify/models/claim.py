@@ -1,0 +1,35 @@
+from django.db import models
+
+from notify.states import Channel, ClaimState
+
+
+def claim_key(channel: str, event_id: str) -> str:
+    """Return the stable idempotency key for using ``channel`` on an event."""
+    return f"reset-{channel}:{event_id}"
+
+
+class Claim(models.Model):
+    """The durable intent to use one channel for one event.
+
+    The unique constraint on (event, channel) is the "at most one intent per
+    channel" guarantee; retries reuse ``key``.
+    """
+
+    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="claims")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    key = models.CharField(max_length=64, unique=True)
+    state = models.CharField(max_length=12, choices=ClaimState.choices, default=ClaimState.CLAIMED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    provider_ref = models.CharField(max_length=64, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True, help_text="First submit; recovery looks from here.")
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["event", "channel"], name="claim_one_per_channel"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key

@@ -1,0 +1,70 @@
+from django.db import models
+from ulid import ULID
+
+from notify.states import NextAction, Purpose, State
+from policies.models import PolicyVersion
+
+
+def new_event_id() -> str:
+    """Return an opaque, time-ordered event id; never derived from personal data."""
+    return f"evt_{ULID()}"
+
+
+class Event(models.Model):
+    """One reset-delivery workflow.
+
+    ``state`` and ``version`` are written only by ``notify.transitions``; every
+    write there is a compare-and-set on ``version`` (and on ``lease_token`` for
+    a lease holder).
+    """
+
+    id = models.CharField(primary_key=True, max_length=30, default=new_event_id, editable=False)
+    service = models.CharField(max_length=64, help_text="The internal service that asked for the reset.")
+    client_key = models.CharField(max_length=128, help_text="The caller's idempotency key.")
+    request_fingerprint = models.CharField(max_length=64, help_text="Keyed hash of the creating request.")
+    purpose = models.CharField(max_length=32, choices=Purpose.choices)
+    region = models.CharField(max_length=8)
+    policy = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="events")
+    fallback_available = models.BooleanField(
+        help_text="Whether an email fallback may be claimed (a verified email and a policy that allows it)."
+    )
+    sms_recipient_ref = models.CharField(max_length=64, help_text="Keyed hash of the normalized phone number.")
+    email_recipient_ref = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    state = models.CharField(max_length=20, choices=State.choices, default=State.SMS_REQUESTED)
+    version = models.PositiveIntegerField(default=1)
+    state_entered_at = models.DateTimeField()
+    last_observation_at = models.DateTimeField(null=True, blank=True)
+
+    # Derived by ``machine.decide`` and stored at every write, so the sweeper and the
+    # at-risk query are indexed range scans. NULL exactly when the event is terminal.
+    next_action = models.CharField(max_length=20, choices=NextAction.choices)
+    next_action_at = models.DateTimeField(null=True, blank=True)
+    act_by = models.DateTimeField(null=True, blank=True)
+
+    lease_owner = models.CharField(max_length=128, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.PositiveBigIntegerField(
+        default=0, help_text="Fencing token: bumped on every lease take-over; a stale holder cannot write."
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["service", "client_key"], name="event_service_client_key_unique"),
+        ]
+        indexes = [
+            # Consumer: the sweeper, which re-enqueues open events whose next action is due.
+            models.Index(
+                fields=["next_action_at"],
+                name="event_open_due_idx",
+                condition=models.Q(next_action_at__isnull=False),
+            ),
+            # Consumers: the at-risk evaluator (act_by < now + page margin) and the console's
+            # open-events list, ordered by remaining action budget.
+            models.Index(fields=["act_by"], name="event_open_act_by_idx", condition=models.Q(act_by__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return self.id

@@ -1,0 +1,27 @@
+from django.db import models
+
+from notify.states import Channel, Normalized, Source
+
+
+class Observation(models.Model):
+    """Append-only evidence about an event: a receipt, a submit outcome, a note."""
+
+    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="observations")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    source = models.CharField(max_length=10, choices=Source.choices)
+    raw_status = models.CharField(max_length=64, blank=True, help_text="The provider's own status word.")
+    normalized = models.CharField(max_length=20, choices=Normalized.choices)
+    provider_time = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField()
+    caused_transition = models.BooleanField(default=False)
+    actor = models.CharField(max_length=128, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # Consumer: the event page's timeline and "last observation".
+            models.Index(fields=["event", "recorded_at"], name="observation_event_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} {self.channel} {self.normalized}"

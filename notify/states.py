@@ -1,0 +1,69 @@
+"""The vocabulary of the workflow: states, channels, observations, causes, actions."""
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    SMS_REQUESTED = "sms_requested"
+    SMS_PENDING = "sms_pending"
+    SMS_DELIVERED = "sms_delivered"
+    SMS_FAILED = "sms_failed"
+    EMAIL_CLAIMED = "email_claimed"
+    EMAIL_ACCEPTED = "email_accepted"
+    EMAIL_FAILED = "email_failed"
+    EXPIRED = "expired"
+
+
+class Channel(models.TextChoices):
+    SMS = "sms"
+    EMAIL = "email"
+
+
+class ClaimState(models.TextChoices):
+    CLAIMED = "claimed"
+    SUBMITTING = "submitting"
+    ACCEPTED = "accepted"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class Normalized(models.TextChoices):
+    """The internal status vocabulary adapters map every raw provider status to."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    TERMINAL_FAILURE = "terminal_failure"
+    TRANSIENT_ERROR = "transient_error"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+    NOTE = "note"
+
+
+class Source(models.TextChoices):
+    POLL = "poll"
+    CALLBACK = "callback"
+    SUBMIT = "submit"
+    RECOVERY = "recovery"
+    OPERATOR = "operator"
+
+
+class Cause(models.TextChoices):
+    CREATED = "created"
+    OBSERVATION = "observation"
+    DEADLINE = "deadline"
+    OPERATOR = "operator"
+
+
+class NextAction(models.TextChoices):
+    SUBMIT_SMS = "submit_sms", "submit the SMS"
+    RECOVER_SMS = "recover_sms", "recover the SMS submit (look up before resubmitting)"
+    POLL_SMS = "poll_sms", "poll the SMS receipt"
+    CLAIM_EMAIL = "claim_email", "claim the email fallback"
+    SUBMIT_EMAIL = "submit_email", "submit the email (same key on retry)"
+    EXPIRE = "expire", "expire the event"
+    NONE = "none", "none"
+
+
+class Purpose(models.TextChoices):
+    PASSWORD_RESET = "password_reset"

@@ -1,0 +1,53 @@
+"""Drive events through the real transition functions, as the worker and callbacks do."""
+
+from datetime import timedelta
+
+from notify import transitions
+from notify.models import Event
+from notify.states import Cause, Channel, Normalized, Source, State
+from notify.transitions import ObservationInput
+
+
+def observe(event_id, channel, normalized, now, *, source=Source.CALLBACK, lease=None, actor="test"):
+    observation = ObservationInput(channel=channel, source=source, normalized=Normalized(normalized))
+    return transitions.record_observation(event_id, observation, now=now, actor=actor, lease=lease)
+
+
+def claim(event_id, now, *, lease=None, actor="test", cause=Cause.DEADLINE):
+    return transitions.claim_email_fallback(event_id, now=now, actor=actor, cause=cause, lease=lease)
+
+
+# The operation that asks for each target state (sms_requested has none: it is only entered at creation).
+OPERATIONS = {
+    State.SMS_PENDING: lambda event_id, now: observe(event_id, Channel.SMS, Normalized.ACCEPTED, now),
+    State.SMS_DELIVERED: lambda event_id, now: observe(event_id, Channel.SMS, Normalized.DELIVERED, now),
+    State.SMS_FAILED: lambda event_id, now: observe(event_id, Channel.SMS, Normalized.TERMINAL_FAILURE, now),
+    State.EMAIL_CLAIMED: lambda event_id, now: claim(event_id, now),
+    State.EMAIL_ACCEPTED: lambda event_id, now: observe(event_id, Channel.EMAIL, Normalized.ACCEPTED, now),
+    State.EMAIL_FAILED: lambda event_id, now: observe(event_id, Channel.EMAIL, Normalized.TERMINAL_FAILURE, now),
+    State.EXPIRED: lambda event_id, now: transitions.expire(event_id, now=now, actor="test"),
+}
+
+# A path from sms_requested to each state, through allowed transitions only.
+PATHS = {
+    State.SMS_REQUESTED: [],
+    State.SMS_PENDING: [State.SMS_PENDING],
+    State.SMS_DELIVERED: [State.SMS_PENDING, State.SMS_DELIVERED],
+    State.SMS_FAILED: [State.SMS_FAILED],
+    State.EMAIL_CLAIMED: [State.SMS_FAILED, State.EMAIL_CLAIMED],
+    State.EMAIL_ACCEPTED: [State.SMS_FAILED, State.EMAIL_CLAIMED, State.EMAIL_ACCEPTED],
+    State.EMAIL_FAILED: [State.SMS_FAILED, State.EMAIL_CLAIMED, State.EMAIL_FAILED],
+    State.EXPIRED: [State.EXPIRED],
+}
+
+
+def drive_to(event, state, now):
+    """Move a fresh event to ``state`` along ``PATHS``, failing loudly if any step is refused."""
+    for step in PATHS[state]:
+        when = event.expires_at if step == State.EXPIRED else now
+        assert OPERATIONS[step](event.id, when).applied, f"could not reach {step}"
+    return Event.objects.get(pk=event.id)
+
+
+def seconds(n):
+    return timedelta(seconds=n)
