@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 
 from notify import machine
 from notify.models import Claim, Event, Observation, Transition, claim_key
@@ -166,6 +167,7 @@ def _apply(
     3. Compare-and-set; on 0 rows another writer committed first: go to 1.
     4. Store the observation (always: it is evidence) and the transition row.
     """
+    change: _Change | None = None
     for _ in range(MAX_RACES):
         event = Event.objects.select_related("policy").get(pk=event_id)
         if lease is not None and event.lease_token != lease.token:
@@ -196,7 +198,7 @@ def _apply(
             actor=actor,
             note=observation.note,
         )
-    if change is not None and outcome.applied:
+    if outcome.applied and change is not None:
         Transition.objects.create(
             event_id=event_id,
             from_state=event.state,
@@ -249,6 +251,30 @@ def _move_claim(event_id: str, channel: Channel, target: ClaimState, now: dateti
     if provider_ref:
         fields["provider_ref"] = provider_ref
     return Claim.objects.filter(event_id=event_id, channel=channel, state__in=predecessors).update(**fields) == 1
+
+
+def begin_submit(event_id: str, channel: Channel, *, now: datetime, lease: Lease) -> bool:
+    """Record the intent to call the provider (claim ``claimed -> submitting``) before calling it.
+
+    Returns False when the lease was lost or the claim is not waiting to be sent; the
+    caller must then not call the provider. Commit this before the remote call: a
+    worker that dies mid-call leaves the claim SUBMITTING, and whoever comes next
+    recovers (looks the message up) instead of sending it again.
+    """
+    with transaction.atomic():
+        # Lock the event row for the lease check: a take-over waits until this intent
+        # is committed, and then finds the claim SUBMITTING.
+        held = Event.objects.select_for_update().filter(pk=event_id, lease_token=lease.token).values_list("pk")
+        if not list(held):
+            return False
+        updated = Claim.objects.filter(event_id=event_id, channel=channel, state=ClaimState.CLAIMED).update(
+            state=ClaimState.SUBMITTING,
+            attempts=F("attempts") + 1,
+            submitted_at=Coalesce(F("submitted_at"), Value(now)),
+            next_attempt_at=None,
+            updated_at=now,
+        )
+        return updated == 1
 
 
 def take_lease(event_id: str, owner: str, *, now: datetime, ttl: timedelta) -> Lease | None:

@@ -16,7 +16,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def policy(db):
-    return PolicyVersionFactory()
+    return PolicyVersionFactory.create()
 
 
 def pytest_collection_modifyitems(config, items):

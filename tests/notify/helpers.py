@@ -41,9 +41,26 @@ PATHS = {
 }
 
 
+def submit(event_id, channel, now):
+    """Do what a worker does before calling a provider: hold the lease, record the intent."""
+    lease = transitions.take_lease(event_id, "test-worker", now=now, ttl=timedelta(seconds=30))
+    assert lease is not None, "event is leased by someone else"
+    assert transitions.begin_submit(event_id, channel, now=now, lease=lease)
+    transitions.release_lease(event_id, lease)
+
+
+SUBMITTED_BEFORE = {
+    State.SMS_PENDING: Channel.SMS,
+    State.EMAIL_ACCEPTED: Channel.EMAIL,
+    State.EMAIL_FAILED: Channel.EMAIL,
+}
+
+
 def drive_to(event, state, now):
     """Move a fresh event to ``state`` along ``PATHS``, failing loudly if any step is refused."""
     for step in PATHS[state]:
+        if step in SUBMITTED_BEFORE:
+            submit(event.id, SUBMITTED_BEFORE[step], now)
         when = event.expires_at if step == State.EXPIRED else now
         assert OPERATIONS[step](event.id, when).applied, f"could not reach {step}"
     return Event.objects.get(pk=event.id)

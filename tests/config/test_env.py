@@ -1,0 +1,67 @@
+"""Settings come from the environment, and a bad value names its variable."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_float, env_int, env_list
+
+
+def test_a_malformed_integer_names_its_variable(monkeypatch):
+    monkeypatch.setenv("NOTIFY_SOME_LIMIT", "ten")
+
+    with pytest.raises(ImproperlyConfigured, match="NOTIFY_SOME_LIMIT must be an integer"):
+        env_int("NOTIFY_SOME_LIMIT", 3)
+
+
+def test_a_value_below_its_minimum_is_refused(monkeypatch):
+    monkeypatch.setenv("NOTIFY_SOME_LIMIT", "0")
+
+    with pytest.raises(ImproperlyConfigured, match="NOTIFY_SOME_LIMIT must be at least 1"):
+        env_int("NOTIFY_SOME_LIMIT", 3, minimum=1)
+
+
+def test_a_malformed_boolean_names_its_variable(monkeypatch):
+    monkeypatch.setenv("NOTIFY_FLAG", "maybe")
+
+    with pytest.raises(ImproperlyConfigured, match="NOTIFY_FLAG"):
+        env_bool("NOTIFY_FLAG")
+
+
+def test_values_parse_and_unset_variables_take_their_default(monkeypatch):
+    monkeypatch.setenv("NOTIFY_FLAG", "Yes")
+    monkeypatch.setenv("NOTIFY_RATE", "2.5")
+    monkeypatch.setenv("NOTIFY_HOSTS", "a.example, b.example,")
+    monkeypatch.delenv("NOTIFY_UNSET", raising=False)
+
+    assert env_bool("NOTIFY_FLAG") is True
+    assert env_float("NOTIFY_RATE", 1.0) == 2.5
+    assert env_list("NOTIFY_HOSTS") == ["a.example", "b.example"]
+    assert env_int("NOTIFY_UNSET", 7) == 7
+
+
+def _import_settings(env):
+    return subprocess.run(
+        [sys.executable, "-c", "import config.settings"],
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_real_database_requires_explicit_secrets():
+    result = _import_settings({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x"})
+
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY must be set when DATABASE_URL is set" in result.stderr
+
+
+def test_the_embedded_default_generates_its_own_dev_secrets(tmp_path):
+    result = _import_settings({"NOTIFY_VAR_DIR": str(tmp_path)})
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "dev-secrets.json").exists()

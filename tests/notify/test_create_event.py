@@ -1,0 +1,146 @@
+"""create_event: one transaction before any outbound request, idempotent per client key."""
+
+from datetime import timedelta
+
+import pytest
+
+from notify import vault
+from notify.events import EventRefused, Refusal, create_event
+from notify.models import Claim, Event, Transition, VaultEntry
+from notify.states import Cause, Channel, ClaimState, NextAction, State
+from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, reset_request
+
+PII = (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL)
+
+
+def test_it_creates_the_event_its_sms_intent_vault_entry_and_first_transition(db, policy, clock):
+    created = create_event(reset_request(), now=clock.now())
+
+    event = created.event
+    assert created.created
+    assert event.id.startswith("evt_")
+    assert (event.state, event.version, event.policy, event.region) == (State.SMS_REQUESTED, 1, policy, "US")
+    assert (event.next_action, event.next_action_at) == (NextAction.SUBMIT_SMS, clock.now())
+    assert event.act_by == event.expires_at - timedelta(seconds=9)
+    sms = Claim.objects.get(event=event)
+    assert (sms.channel, sms.key, sms.state) == (Channel.SMS, f"reset-sms:{event.id}", ClaimState.CLAIMED)
+    first = Transition.objects.get(event=event)
+    assert (first.from_state, first.to_state, first.version, first.cause) == ("", State.SMS_REQUESTED, 1, Cause.CREATED)
+
+
+def test_it_keeps_personal_data_only_encrypted_in_the_vault(db, policy, clock):
+    event = create_event(reset_request(), now=clock.now()).event
+
+    sealed = bytes(VaultEntry.objects.get(event=event).ciphertext)
+    row = {f.attname: getattr(event, f.attname) for f in Event._meta.concrete_fields}
+    assert not any(secret.encode() in sealed for secret in PII)
+    assert not any(secret in str(value) for secret in PII for value in row.values())
+    opened = vault.unseal(sealed)
+    assert (opened.phone, opened.email, opened.reset_url) == PII
+    assert CANARY_PHONE not in repr(opened)
+
+
+def test_it_correlates_recipients_by_a_keyed_hash_of_the_normalized_number(db, policy, clock):
+    one = create_event(reset_request(phone="+1 (415) 555-0123"), now=clock.now()).event
+    two = create_event(reset_request(), now=clock.now()).event
+
+    assert one.sms_recipient_ref == two.sms_recipient_ref == vault.keyed_hash(CANARY_PHONE)
+
+
+def test_the_same_request_twice_returns_the_same_event(db, policy, clock):
+    request = reset_request(client_key="k-1")
+
+    first = create_event(request, now=clock.now())
+    again = create_event(request, now=clock.now() + timedelta(seconds=5))
+
+    assert (first.created, again.created) == (True, False)
+    assert again.event.id == first.event.id
+    assert Claim.objects.count() == 1
+
+
+def test_the_same_client_key_with_a_different_request_is_a_conflict(db, policy, clock):
+    create_event(reset_request(client_key="k-1"), now=clock.now())
+
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(client_key="k-1", ttl=timedelta(seconds=900)), now=clock.now())
+
+    assert refused.value.reason == Refusal.IDEMPOTENCY_CONFLICT
+    assert Event.objects.count() == 1
+
+
+def test_client_keys_are_scoped_to_the_calling_service(db, policy, clock):
+    first = create_event(reset_request(client_key="k-1", service="accounts"), now=clock.now())
+    other = create_event(reset_request(client_key="k-1", service="billing"), now=clock.now())
+
+    assert other.created
+    assert other.event.id != first.event.id
+
+
+def test_it_refuses_an_expiry_that_leaves_no_action_budget(db, policy, clock):
+    # The factory policy needs 120s: the fallback reserve.
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(ttl=timedelta(seconds=120)), now=clock.now())
+
+    assert refused.value.reason == Refusal.UNUSABLE_EXPIRY
+    assert "120" in refused.value.message
+    assert not Event.objects.exists()
+    assert not VaultEntry.objects.exists()
+
+
+def test_it_accepts_the_shortest_expiry_that_leaves_a_budget(db, policy, clock):
+    event = create_event(reset_request(ttl=timedelta(seconds=121)), now=clock.now()).event
+
+    assert event.act_by > clock.now()
+
+
+def test_it_refuses_a_region_without_an_active_policy(db, policy, clock):
+    PolicyVersionFactory.create(region="EU", published_at=None)
+
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(region="EU"), now=clock.now())
+
+    assert refused.value.reason == Refusal.UNKNOWN_REGION
+    assert not Event.objects.exists()
+
+
+def test_it_creates_under_the_newest_published_version(db, policy, clock):
+    newer = PolicyVersionFactory.create(region="US", number=policy.number + 1)
+    PolicyVersionFactory.create(region="US", number=policy.number + 2, published_at=None)
+
+    assert create_event(reset_request(), now=clock.now()).event.policy == newer
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("phone", "+1415555", Refusal.INVALID_PHONE),
+        ("phone", "4155550123", Refusal.INVALID_PHONE),
+        ("email", "not-an-address@", Refusal.INVALID_EMAIL),
+        ("reset_url", "http://accounts.example.org/reset/x", Refusal.INVALID_RESET_URL),
+        ("purpose", "marketing", Refusal.UNKNOWN_PURPOSE),
+    ],
+)
+def test_it_refuses_bad_input_without_echoing_it(db, policy, clock, field, value, reason):
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(**{field: value}), now=clock.now())
+
+    assert (refused.value.reason, refused.value.field) == (reason, field)
+    assert value not in str(refused.value)
+    assert not Event.objects.exists()
+
+
+@pytest.mark.parametrize("expiry", [{"ttl": None}, {"expires_at": "both"}])
+def test_it_needs_exactly_one_of_expires_at_and_ttl(db, policy, clock, expiry):
+    if expiry.get("expires_at") == "both":
+        expiry = {"expires_at": clock.now() + timedelta(seconds=600)}  # and the default ttl
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(**expiry), now=clock.now())
+
+    assert refused.value.reason == Refusal.INVALID_EXPIRY
+
+
+def test_an_event_without_an_email_has_no_fallback(db, policy, clock):
+    event = create_event(reset_request(email=""), now=clock.now()).event
+
+    assert not event.fallback_available
+    assert event.email_recipient_ref == ""

@@ -1,0 +1,132 @@
+"""Applying observations, claims and expiry: evidence is kept, nothing moves backward."""
+
+from notify.models import Claim, Event, Observation, Transition
+from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
+from notify.transitions import Result, refresh_schedule
+from tests.factories import new_event
+from tests.notify.helpers import claim, drive_to, observe, seconds
+
+
+def sms_claim(event):
+    return Claim.objects.get(event=event, channel=Channel.SMS)
+
+
+def test_it_stores_a_duplicate_receipt_as_evidence_without_a_second_transition(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+
+    first = observe(event.id, Channel.SMS, Normalized.DELIVERED, clock.now() + seconds(3))
+    second = observe(event.id, Channel.SMS, Normalized.DELIVERED, clock.now() + seconds(4))
+
+    assert (first.result, second.result) == (Result.APPLIED, Result.NOT_ALLOWED)
+    delivered = Observation.objects.filter(event=event, normalized=Normalized.DELIVERED)
+    assert [o.caused_transition for o in delivered.order_by("id")] == [True, False]
+    assert Transition.objects.filter(event=event, to_state=State.SMS_DELIVERED).count() == 1
+
+
+def test_it_keeps_a_late_sms_delivery_after_the_email_claim_as_evidence_only(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+    assert claim(event.id, clock.now() + seconds(61)).applied
+
+    late = observe(event.id, Channel.SMS, Normalized.DELIVERED, clock.now() + seconds(90))
+
+    after = Event.objects.get(pk=event.id)
+    assert late.result == Result.NOT_ALLOWED
+    assert after.state == State.EMAIL_CLAIMED
+    assert Claim.objects.filter(event=event).count() == 2
+    # The claim records the truth the provider reported, so "fallback then late SMS" can be counted.
+    assert sms_claim(event).state == ClaimState.DELIVERED
+
+
+def test_it_does_not_move_back_on_a_receipt_that_arrives_out_of_order(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_DELIVERED, clock.now())
+
+    outcome = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(5))
+
+    assert outcome.result == Result.NOT_ALLOWED
+    assert Event.objects.get(pk=event.id).state == State.SMS_DELIVERED
+    assert sms_claim(event).state == ClaimState.DELIVERED
+
+
+def test_it_refuses_the_fallback_for_a_pending_sms_before_the_deadline(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+
+    too_early = claim(event.id, clock.now() + seconds(59))
+    at_deadline = claim(event.id, clock.now() + seconds(60))
+
+    assert (too_early.applied, at_deadline.applied) == (False, True)
+    transition = Transition.objects.get(event=event, to_state=State.EMAIL_CLAIMED)
+    assert transition.cause == Cause.DEADLINE
+
+
+def test_it_refuses_the_fallback_once_the_reset_has_expired(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_FAILED, clock.now())
+
+    assert not claim(event.id, event.expires_at).applied
+    assert not Claim.objects.filter(event=event, channel=Channel.EMAIL).exists()
+
+
+def test_the_email_claim_carries_its_stable_key(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.EMAIL_CLAIMED, clock.now())
+
+    email = Claim.objects.get(event=event, channel=Channel.EMAIL)
+
+    assert (email.key, email.state, email.attempts) == (f"reset-email:{event.id}", ClaimState.CLAIMED, 0)
+
+
+def test_it_refuses_to_expire_an_event_before_its_expiry(db, policy, clock):
+    from notify.transitions import expire
+
+    event = new_event(clock.now())
+
+    assert not expire(event.id, now=event.expires_at - seconds(1), actor="test").applied
+    assert expire(event.id, now=event.expires_at, actor="test").applied
+
+
+def test_a_transition_stores_the_next_action_and_act_by_for_the_new_state(db, policy, clock):
+    event = new_event(clock.now())
+
+    observe(event.id, Channel.SMS, Normalized.TERMINAL_FAILURE, clock.now() + seconds(5))
+
+    after = Event.objects.get(pk=event.id)
+    assert after.next_action == NextAction.CLAIM_EMAIL
+    assert after.next_action_at == clock.now() + seconds(5)
+    # sms_failed reserves select (1s) + email submit (5s) + record (1s).
+    assert after.act_by == after.expires_at - seconds(7)
+
+
+def test_a_terminal_event_leaves_the_sweeper_and_at_risk_indexes(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_DELIVERED, clock.now())
+
+    assert (event.next_action, event.next_action_at, event.act_by) == (NextAction.NONE, None, None)
+
+
+def test_a_pending_receipt_moves_the_next_poll_without_a_transition(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+
+    outcome = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(4), source=Source.POLL)
+
+    after = Event.objects.get(pk=event.id)
+    assert outcome.result == Result.NOT_ALLOWED
+    assert after.version == event.version
+    assert after.last_observation_at == clock.now() + seconds(4)
+    assert (after.next_action, after.next_action_at) == (NextAction.POLL_SMS, clock.now() + seconds(14))
+
+
+def test_evidence_that_moves_nothing_still_records_the_provider_reference(db, policy, clock):
+    from notify.transitions import ObservationInput, record_observation
+
+    event = new_event(clock.now())
+    accepted = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.ACCEPTED, provider_ref="SM123")
+
+    record_observation(event.id, accepted, now=clock.now(), actor="test")
+
+    assert sms_claim(event).provider_ref == ""  # the claim was never submitted: CLAIMED -> ACCEPTED is refused
+    assert Observation.objects.get(event=event).normalized == Normalized.ACCEPTED
+
+
+def test_refresh_schedule_reflects_the_passing_of_the_fallback_deadline(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+
+    refresh_schedule(event.id, now=clock.now() + seconds(61))
+
+    assert Event.objects.get(pk=event.id).next_action == NextAction.CLAIM_EMAIL
