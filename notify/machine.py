@@ -157,8 +157,8 @@ def is_terminal(state: State, fallback_available: bool) -> bool:
     return not allowed_targets(state, fallback_available)
 
 
-def claim_may_move(current: ClaimState, target: ClaimState) -> bool:
-    return target in CLAIM_TRANSITIONS[current]
+def is_final_claim(state: ClaimState) -> bool:
+    return not CLAIM_TRANSITIONS[state]
 
 
 def time_needed(state: State, policy: PolicyVersion, fallback_available: bool) -> timedelta:

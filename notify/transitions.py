@@ -16,8 +16,8 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
-from notify import machine
-from notify.models import Claim, Event, Observation, Transition, claim_key
+from notify import machine, rows
+from notify.models import Claim, Event, claim_key
 from notify.states import Cause, Channel, ClaimState, Normalized, Source, State
 
 # Each lost race means another writer moved the event along the table, whose longest
@@ -42,6 +42,9 @@ class Outcome:
     result: Result
     state: State
     version: int
+    # The event as this call left it: pass it as ``known`` to the caller's next write
+    # to skip that write's read. It may be stale by then; the version guard catches it.
+    event: rows.Loaded
 
     @property
     def applied(self) -> bool:
@@ -67,20 +70,26 @@ class TransitionRaceError(RuntimeError):
 
 @dataclass(frozen=True)
 class _Change:
-    """A transition to attempt, with the claims as they will be once it lands."""
+    """A transition to attempt, and the claim row it creates, if any."""
 
     to_state: State
     cause: Cause
-    claims: Mapping[Channel, machine.ClaimFacts]
+    new_claim: Mapping[str, object] | None = None
 
 
-# What an operation wants, given the event and its claims as they are now: a change
-# to attempt, or None for "nothing the table allows; keep the evidence only".
-_Plan = Callable[[Event, Mapping[Channel, Claim]], _Change | None]
+# What an operation wants, given the event as it is now: a change to attempt, or
+# None for "nothing the table allows; keep the evidence only".
+_Plan = Callable[[rows.Loaded], _Change | None]
 
 
 def record_observation(
-    event_id: str, observation: ObservationInput, *, now: datetime, actor: str, lease: Lease | None = None
+    event_id: str,
+    observation: ObservationInput,
+    *,
+    now: datetime,
+    actor: str,
+    lease: Lease | None = None,
+    known: rows.Loaded | None = None,
 ) -> Outcome:
     """Store an observation and apply the transition it asks for, if the table allows it.
 
@@ -90,64 +99,67 @@ def record_observation(
     """
     target = machine.observation_target(observation.channel, observation.normalized)
 
-    def plan(event: Event, claims: Mapping[Channel, Claim]) -> _Change | None:
+    def plan(loaded: rows.Loaded) -> _Change | None:
+        event = loaded.event
         if target is None or target not in machine.allowed_targets(State(event.state), event.fallback_available):
             return None
-        return _Change(target, Cause.OBSERVATION, claims)
+        return _Change(target, Cause.OBSERVATION)
 
-    with transaction.atomic():
-        outcome = _apply(event_id, plan, now=now, actor=actor, lease=lease, observation=observation)
-        claim_target = machine.OBSERVATION_CLAIM_STATES.get(observation.normalized)
-        if claim_target is not None and outcome.result != Result.LOST_LEASE:
-            _move_claim(event_id, observation.channel, claim_target, now, provider_ref=observation.provider_ref)
-    return outcome
+    return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation)
 
 
 def claim_email_fallback(
-    event_id: str, *, now: datetime, actor: str, cause: Cause, lease: Lease | None = None
+    event_id: str,
+    *,
+    now: datetime,
+    actor: str,
+    cause: Cause,
+    lease: Lease | None = None,
+    known: rows.Loaded | None = None,
 ) -> Outcome:
-    """Move the event to ``email_claimed`` and insert the email claim, in one transaction.
+    """Move the event to ``email_claimed`` and insert the email claim, atomically.
 
     Allowed only from a terminal SMS failure or at/after the fallback deadline
     (``machine.may_claim_fallback``). The claim's unique constraint backs up the
     version guard: even a writer that bypassed the CAS could not insert a second one.
     """
 
-    def plan(event: Event, claims: Mapping[Channel, Claim]) -> _Change | None:
-        if not machine.may_claim_fallback(event, event.policy, now):
+    def plan(loaded: rows.Loaded) -> _Change | None:
+        if not machine.may_claim_fallback(loaded.event, loaded.policy, now):
             return None
-        return _Change(State.EMAIL_CLAIMED, cause, {**claims, Channel.EMAIL: machine.NEW_CLAIM})
+        email = {
+            "event_id": event_id,
+            "channel": Channel.EMAIL.value,
+            "key": claim_key(Channel.EMAIL, event_id),
+            "state": ClaimState.CLAIMED.value,
+            "attempts": 0,
+            "provider_ref": "",
+            "created_at": now,
+            "updated_at": now,
+        }
+        return _Change(State.EMAIL_CLAIMED, cause, email)
 
-    with transaction.atomic():
-        outcome = _apply(event_id, plan, now=now, actor=actor, lease=lease)
-        if outcome.applied:
-            Claim.objects.create(
-                event_id=event_id,
-                channel=Channel.EMAIL,
-                key=claim_key(Channel.EMAIL, event_id),
-                created_at=now,
-                updated_at=now,
-            )
-    return outcome
+    return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
 
 
-def expire(event_id: str, *, now: datetime, actor: str, lease: Lease | None = None) -> Outcome:
+def expire(
+    event_id: str, *, now: datetime, actor: str, lease: Lease | None = None, known: rows.Loaded | None = None
+) -> Outcome:
     """Move a non-terminal event past its ``expires_at`` to ``expired``."""
 
-    def plan(event: Event, claims: Mapping[Channel, Claim]) -> _Change | None:
+    def plan(loaded: rows.Loaded) -> _Change | None:
+        event = loaded.event
         allowed = machine.allowed_targets(State(event.state), event.fallback_available)
         if now < event.expires_at or State.EXPIRED not in allowed:
             return None
-        return _Change(State.EXPIRED, Cause.DEADLINE, claims)
+        return _Change(State.EXPIRED, Cause.DEADLINE)
 
-    with transaction.atomic():
-        return _apply(event_id, plan, now=now, actor=actor, lease=lease)
+    return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
 
 
 def refresh_schedule(event_id: str, *, now: datetime, lease: Lease | None = None) -> Outcome:
     """Store the event's next action and ``act_by`` as ``decide`` sees them now."""
-    with transaction.atomic():
-        return _apply(event_id, lambda event, claims: None, now=now, actor="", lease=lease)
+    return _apply(event_id, lambda loaded: None, now=now, actor="", lease=lease)
 
 
 def _apply(
@@ -157,100 +169,133 @@ def _apply(
     now: datetime,
     actor: str,
     lease: Lease | None,
+    known: rows.Loaded | None = None,
     observation: ObservationInput | None = None,
 ) -> Outcome:
     """Attempt ``plan`` against the current event until one compare-and-set lands.
 
-    1. Load the event and its claims; a lease holder whose token was bumped stops.
+    1. Take the event as the caller last saw it (``known``) or load it with its
+       claims; a lease holder whose token was bumped stops (its observation is
+       still kept: it is evidence).
     2. Ask ``plan`` for a change; with none, only the schedule (and the time of
        the last observation) is rewritten, still guarded by the version.
-    3. Compare-and-set; on 0 rows another writer committed first: go to 1.
-    4. Store the observation (always: it is evidence) and the transition row.
+    3. Commit the compare-and-set with the observation, the transition row and
+       the claim rows that depend on it. If another writer committed since the
+       event was read, nothing was written: load it afresh and go to 1. A stale
+       ``known`` costs exactly that one retry.
     """
-    change: _Change | None = None
+    loaded = known
     for _ in range(MAX_RACES):
-        event = Event.objects.select_related("policy").get(pk=event_id)
-        if lease is not None and event.lease_token != lease.token:
-            outcome = Outcome(Result.LOST_LEASE, State(event.state), event.version)
-            break
-        claims = {Channel(claim.channel): claim for claim in Claim.objects.filter(event_id=event_id)}
-        change = plan(event, claims)
-        if _compare_and_set(event, change, claims, now=now, lease=lease, observed=observation is not None):
-            if change is None:
-                outcome = Outcome(Result.NOT_ALLOWED, State(event.state), event.version)
-            else:
-                outcome = Outcome(Result.APPLIED, change.to_state, event.version + 1)
-            break
-    else:
-        raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
-
-    evidence = None
-    if observation is not None:
-        evidence = Observation.objects.create(
-            event_id=event_id,
-            channel=observation.channel,
-            source=observation.source,
-            raw_status=observation.raw_status,
-            normalized=observation.normalized,
-            provider_time=observation.provider_time,
-            recorded_at=now,
-            caused_transition=outcome.applied,
-            actor=actor,
-            note=observation.note,
-        )
-    if outcome.applied and change is not None:
-        Transition.objects.create(
-            event_id=event_id,
-            from_state=event.state,
-            to_state=change.to_state,
-            version=outcome.version,
-            cause=change.cause,
-            actor=actor,
-            at=now,
-            observation=evidence,
-        )
-    return outcome
+        if loaded is None:
+            loaded = rows.load(event_id)
+            if lease is not None and loaded.lease_token != lease.token:
+                if observation is not None:
+                    evidence = _observation_row(event_id, observation, now, actor, caused=False)
+                    rows.insert("notify_observation", evidence)
+                return Outcome(Result.LOST_LEASE, State(loaded.event.state), loaded.version, loaded)
+        change = plan(loaded)
+        write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
+        if rows.commit(write):
+            result = Result.NOT_ALLOWED if change is None else Result.APPLIED
+            return Outcome(result, State(after.event.state), after.version, after)
+        loaded = None
+    raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
 
 
-def _compare_and_set(
-    event: Event,
+def _write(
+    event_id: str,
+    loaded: rows.Loaded,
     change: _Change | None,
-    claims: Mapping[Channel, machine.ClaimFacts],
     *,
     now: datetime,
+    actor: str,
     lease: Lease | None,
-    observed: bool,
-) -> bool:
-    """Write the new state (if any) and the schedule, only if nobody wrote since ``event`` was read."""
-    after = machine.EventSnapshot.of(event)
+    observation: ObservationInput | None,
+) -> tuple[rows.Write, rows.Loaded]:
+    """Describe what one attempt writes (the event's state and schedule, and the rows that
+    hang on it) and the event as it will be once that lands."""
+    after = loaded.event
+    claims: dict[Channel, machine.ClaimSnapshot] = dict(loaded.claims)
+    version = loaded.version
     fields: dict[str, object] = {}
+    transition = None
     if change is not None:
+        version += 1
         after = dataclasses.replace(after, state=change.to_state, state_entered_at=now)
-        fields |= {"state": change.to_state, "version": event.version + 1, "state_entered_at": now}
-        claims = change.claims
-    if observed:
+        fields |= {"state": change.to_state.value, "version": version, "state_entered_at": now}
+        if change.new_claim is not None:
+            claims[Channel(str(change.new_claim["channel"]))] = machine.NEW_CLAIM
+        transition = {
+            "event_id": event_id,
+            "from_state": loaded.event.state,
+            "to_state": change.to_state.value,
+            "version": version,
+            "cause": change.cause.value,
+            "actor": actor,
+            "at": now,
+        }
+    claim_move = None
+    if observation is not None:
         after = dataclasses.replace(after, last_observation_at=now)
         fields["last_observation_at"] = now
-    decision = machine.decide(after, claims, event.policy, now)
-    fields |= {"next_action": decision.action, "next_action_at": decision.due_at, "act_by": decision.act_by}
-    guard = Q(pk=event.pk, version=event.version)
-    if lease is not None:
-        # Fencing: a holder whose lease was taken over (token bumped) must not write.
-        guard &= Q(lease_token=lease.token)
-    return Event.objects.filter(guard).update(**fields) == 1
+        claim_move = _claim_move(loaded, observation, now)
+        if claim_move is not None:
+            moved = claims[observation.channel]
+            claims[observation.channel] = machine.ClaimSnapshot(str(claim_move.fields["state"]), moved.next_attempt_at)
+    decision = machine.decide(after, claims, loaded.policy, now)
+    fields |= {"next_action": decision.action.value, "next_action_at": decision.due_at, "act_by": decision.act_by}
+    write = rows.Write(
+        event_id=event_id,
+        version=loaded.version,
+        lease_token=lease.token if lease is not None else None,
+        event_fields=fields,
+        observation=(
+            _observation_row(event_id, observation, now, actor, caused=change is not None)
+            if observation is not None
+            else None
+        ),
+        transition=transition,
+        new_claim=change.new_claim if change is not None else None,
+        claim_move=claim_move,
+    )
+    return write, rows.Loaded(after, version, loaded.lease_token, loaded.policy, claims)
 
 
-def _move_claim(event_id: str, channel: Channel, target: ClaimState, now: datetime, *, provider_ref: str = "") -> bool:
-    """Move a claim to ``target`` if its own table allows it from the claim's current state.
+def _observation_row(
+    event_id: str, observation: ObservationInput, now: datetime, actor: str, *, caused: bool
+) -> dict[str, object]:
+    return {
+        "event_id": event_id,
+        "channel": observation.channel.value,
+        "source": observation.source.value,
+        "raw_status": observation.raw_status,
+        "normalized": observation.normalized.value,
+        "provider_time": observation.provider_time,
+        "recorded_at": now,
+        "caused_transition": caused,
+        "actor": actor,
+        "note": observation.note,
+    }
 
-    The predecessor set is in the WHERE clause, so two racing receipts cannot both
-    move it and a late one cannot move it backwards.
+
+def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetime) -> rows.ClaimMove | None:
+    """Return the claim's move to what the provider reported, if its own table allows one.
+
+    The predecessor set goes into the WHERE clause, so two racing receipts cannot
+    both move it and a late one cannot move it backwards. Claim states only move
+    forward, so a claim already at the target or at a final state needs no write.
     """
-    predecessors = [state for state, targets in machine.CLAIM_TRANSITIONS.items() if target in targets]
-    fields: dict[str, object] = {"state": target, "updated_at": now}
-    if provider_ref:
-        fields["provider_ref"] = provider_ref
-    return Claim.objects.filter(event_id=event_id, channel=channel, state__in=predecessors).update(**fields) == 1
+    target = machine.OBSERVATION_CLAIM_STATES.get(observation.normalized)
+    current = loaded.claims.get(observation.channel)
+    if target is None or current is None or current.state == target:
+        return None
+    if machine.is_final_claim(ClaimState(current.state)):
+        return None
+    predecessors = [state.value for state, targets in machine.CLAIM_TRANSITIONS.items() if target in targets]
+    fields: dict[str, object] = {"state": target.value, "updated_at": now}
+    if observation.provider_ref:
+        fields["provider_ref"] = observation.provider_ref
+    return rows.ClaimMove(observation.channel, predecessors, fields)
 
 
 def begin_submit(event_id: str, channel: Channel, *, now: datetime, lease: Lease) -> bool:

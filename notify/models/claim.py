@@ -15,7 +15,8 @@ class Claim(models.Model):
     channel" guarantee; retries reuse ``key``.
     """
 
-    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="claims")
+    # No index of its own: the (event, channel) unique constraint leads with event.
+    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="claims", db_index=False)
     channel = models.CharField(max_length=8, choices=Channel.choices)
     key = models.CharField(max_length=64, unique=True)
     state = models.CharField(max_length=12, choices=ClaimState.choices, default=ClaimState.CLAIMED)

@@ -6,7 +6,8 @@ from notify.states import Channel, Normalized, Source
 class Observation(models.Model):
     """Append-only evidence about an event: a receipt, a submit outcome, a note."""
 
-    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="observations")
+    # No index of its own: observation_event_time_idx leads with event.
+    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="observations", db_index=False)
     channel = models.CharField(max_length=8, choices=Channel.choices)
     source = models.CharField(max_length=10, choices=Source.choices)
     raw_status = models.CharField(max_length=64, blank=True, help_text="The provider's own status word.")

@@ -6,7 +6,8 @@ from notify.states import Cause, State
 class Transition(models.Model):
     """Append-only history: one row per workflow state change, numbered by version."""
 
-    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="transitions")
+    # No index of its own: the (event, version) unique constraint leads with event.
+    event = models.ForeignKey("notify.Event", on_delete=models.CASCADE, related_name="transitions", db_index=False)
     from_state = models.CharField(max_length=20, choices=State.choices, blank=True)
     to_state = models.CharField(max_length=20, choices=State.choices)
     version = models.PositiveIntegerField(help_text="The event's version after this transition.")

@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from notify import machine, transitions
 from notify.models import Claim, Event, Transition
 from notify.states import Cause, Channel, Normalized, Source, State
-from notify.transitions import Result
+from notify.transitions import ObservationInput, Result
 from tests.conftest import T0
 from tests.factories import new_event
 from tests.notify.helpers import claim, observe
@@ -36,6 +36,7 @@ class EventLifecycle(RuleBasedStateMachine):
         self.leases: dict[str, transitions.Lease] = {}
         self.terminal_state: str | None = None
         self.last_version = 1
+        self.known = None  # the event as some earlier write left it: often stale, which must not matter
 
     def current(self) -> Event:
         return Event.objects.select_related("policy").get(pk=self.event.id)
@@ -46,7 +47,16 @@ class EventLifecycle(RuleBasedStateMachine):
 
     @rule(channel=CHANNELS, status=STATUSES, source=SOURCES)
     def receipt(self, channel, status, source):
-        observe(self.event.id, channel, status, self.now, source=source)
+        self.known = observe(self.event.id, channel, status, self.now, source=source).event
+
+    @rule(channel=CHANNELS, status=STATUSES)
+    def receipt_from_a_known_event(self, channel, status):
+        if self.known is not None:
+            observation = ObservationInput(channel=channel, source=Source.POLL, normalized=status)
+            outcome = transitions.record_observation(
+                self.event.id, observation, now=self.now, actor="test", known=self.known
+            )
+            self.known = outcome.event
 
     @rule(channel=CHANNELS)
     def submit(self, channel):

@@ -130,3 +130,39 @@ def test_refresh_schedule_reflects_the_passing_of_the_fallback_deadline(db, poli
     refresh_schedule(event.id, now=clock.now() + seconds(61))
 
     assert Event.objects.get(pk=event.id).next_action == NextAction.CLAIM_EMAIL
+
+
+def test_a_write_from_a_known_event_skips_the_read(db, policy, clock):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+    first = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(2))
+
+    with CaptureQueriesContext(connection) as queries:
+        second = transitions_observe_known(event.id, Normalized.DELIVERED, clock.now() + seconds(3), first.event)
+
+    assert second.applied
+    assert not any("FROM notify_event e" in query["sql"] for query in queries.captured_queries)
+    assert (second.event.version, second.event.event.state) == (event.version + 1, State.SMS_DELIVERED)
+
+
+def test_a_stale_known_event_costs_one_retry_and_nothing_else(db, policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+    seen = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(2)).event
+    # Someone else moves the event on after `seen` was taken.
+    assert observe(event.id, Channel.SMS, Normalized.TERMINAL_FAILURE, clock.now() + seconds(3)).applied
+
+    late = transitions_observe_known(event.id, Normalized.DELIVERED, clock.now() + seconds(4), seen)
+
+    after = Event.objects.get(pk=event.id)
+    assert late.result == Result.NOT_ALLOWED
+    assert (after.state, after.version) == (State.SMS_FAILED, event.version + 1)
+    assert late.event.version == after.version
+
+
+def transitions_observe_known(event_id, normalized, now, known):
+    from notify.transitions import ObservationInput, record_observation
+
+    observation = ObservationInput(Channel.SMS, Source.CALLBACK, normalized)
+    return record_observation(event_id, observation, now=now, actor="test", known=known)

@@ -1,0 +1,202 @@
+"""The rows one transition reads and writes, as plain SQL portable to PostgreSQL and SQLite.
+
+Compiling an ORM query costs far more CPU than sending it (about 0.4 ms against
+0.06 ms here), and the worker and callbacks apply hundreds of transitions per
+second, so the statements of that hot path are written out once. They take only
+values as parameters; column names come from this module, never from input.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection, transaction
+
+from notify.machine import ClaimSnapshot, EventSnapshot
+from notify.states import Channel
+from policies.cache import policy_version
+from policies.models import PolicyVersion
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """An event as one transition attempt sees it."""
+
+    event: EventSnapshot
+    version: int
+    lease_token: int
+    policy: PolicyVersion
+    claims: Mapping[Channel, ClaimSnapshot]
+
+
+_LOAD = """
+SELECT e.state, e.version, e.lease_token, e.created_at, e.expires_at, e.state_entered_at,
+       e.last_observation_at, e.fallback_available, e.policy_id, c.channel, c.state, c.next_attempt_at
+FROM notify_event e LEFT JOIN notify_claim c ON c.event_id = e.id
+WHERE e.id = %s
+"""
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands back the naive UTC the ORM stored; PostgreSQL hands back aware values.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _param(value: object) -> Any:
+    if isinstance(value, datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    return value
+
+
+def load(event_id: str) -> Loaded:
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD, [event_id])
+        rows = cursor.fetchall()
+    if not rows:
+        raise LookupError(f"no event {event_id}")
+    first = rows[0]
+    event = EventSnapshot(
+        state=first[0],
+        created_at=_aware(first[3]),  # type: ignore[arg-type]
+        expires_at=_aware(first[4]),  # type: ignore[arg-type]
+        state_entered_at=_aware(first[5]),  # type: ignore[arg-type]
+        last_observation_at=_aware(first[6]),
+        fallback_available=bool(first[7]),
+    )
+    claims = {Channel(row[9]): ClaimSnapshot(row[10], _aware(row[11])) for row in rows if row[9] is not None}
+    return Loaded(event, first[1], first[2], policy_version(first[8]), claims)
+
+
+@dataclass(frozen=True)
+class ClaimMove:
+    """Move the event's claim on ``channel`` to new values, only from one of ``predecessors``."""
+
+    channel: Channel
+    predecessors: list[str]
+    fields: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class Write:
+    """Everything one transition attempt writes, conditional on its compare-and-set landing."""
+
+    event_id: str
+    version: int
+    lease_token: int | None
+    event_fields: Mapping[str, object]
+    observation: Mapping[str, object] | None = None
+    transition: Mapping[str, object] | None = None
+    new_claim: Mapping[str, object] | None = None
+    claim_move: ClaimMove | None = None
+
+
+def commit(write: Write) -> bool:
+    """Apply ``write`` if the event's version (and lease token, for a holder) is still what was read.
+
+    Returns False, having written nothing, when another writer got there first.
+    On PostgreSQL the compare-and-set and every dependent row go in one statement
+    (data-modifying CTEs that run only if the UPDATE matched), so a transition is one
+    round trip and atomic without an explicit transaction. SQLite runs the same
+    steps one by one inside a transaction.
+    """
+    if connection.vendor == "postgresql":
+        return _commit_in_one_statement(write)
+    with transaction.atomic():
+        return _commit_step_by_step(write)
+
+
+def insert(table: str, row: Mapping[str, object]) -> int:
+    """INSERT one row into one of this app's tables and return its id."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({_placeholders(row)}) RETURNING id",
+            _params(row),
+        )
+        (row_id,) = cursor.fetchone()
+    return int(row_id)
+
+
+def _placeholders(row: Mapping[str, object]) -> str:
+    return ", ".join(["%s"] * len(row))
+
+
+def _params(row: Mapping[str, object]) -> list[Any]:
+    return [_param(value) for value in row.values()]
+
+
+def _assignments(fields: Mapping[str, object]) -> str:
+    return ", ".join(f"{column} = %s" for column in fields)
+
+
+def _event_update(write: Write) -> tuple[str, list[Any]]:
+    sql = f"UPDATE notify_event SET {_assignments(write.event_fields)} WHERE id = %s AND version = %s"
+    params = [*_params(write.event_fields), write.event_id, write.version]
+    if write.lease_token is not None:
+        # Fencing: a holder whose lease was taken over (token bumped) must not write.
+        sql += " AND lease_token = %s"
+        params.append(write.lease_token)
+    return sql, params
+
+
+def _claim_update(write: Write, move: ClaimMove) -> tuple[str, list[Any]]:
+    states = ", ".join(["%s"] * len(move.predecessors))
+    sql = (
+        f"UPDATE notify_claim SET {_assignments(move.fields)} "
+        f"WHERE event_id = %s AND channel = %s AND state IN ({states})"
+    )
+    return sql, [*_params(move.fields), write.event_id, move.channel.value, *move.predecessors]
+
+
+def _commit_in_one_statement(write: Write) -> bool:
+    update, params = _event_update(write)
+    parts = [f"moved AS ({update} RETURNING id)"]
+    if write.observation is not None:
+        row = write.observation
+        parts.append(
+            f"evidence AS (INSERT INTO notify_observation ({', '.join(row)}) "
+            f"SELECT {_placeholders(row)} FROM moved RETURNING id)"
+        )
+        params += _params(row)
+    if write.transition is not None:
+        row = write.transition
+        source = "(SELECT id FROM evidence)" if write.observation is not None else "NULL"
+        parts.append(
+            f"history AS (INSERT INTO notify_transition ({', '.join(row)}, observation_id) "
+            f"SELECT {_placeholders(row)}, {source} FROM moved)"
+        )
+        params += _params(row)
+    if write.new_claim is not None:
+        row = write.new_claim
+        parts.append(
+            f"new_claim AS (INSERT INTO notify_claim ({', '.join(row)}) SELECT {_placeholders(row)} FROM moved)"
+        )
+        params += _params(row)
+    if write.claim_move is not None:
+        claim_sql, claim_params = _claim_update(write, write.claim_move)
+        parts.append(f"claim_moved AS ({claim_sql} AND EXISTS (SELECT 1 FROM moved))")
+        params += claim_params
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM moved", params)
+        (landed,) = cursor.fetchone()
+    return bool(landed == 1)
+
+
+def _commit_step_by_step(write: Write) -> bool:
+    update, params = _event_update(write)
+    with connection.cursor() as cursor:
+        cursor.execute(update, params)
+        if cursor.rowcount != 1:
+            return False
+    observation_id = insert("notify_observation", write.observation) if write.observation is not None else None
+    if write.transition is not None:
+        insert("notify_transition", {**write.transition, "observation_id": observation_id})
+    if write.new_claim is not None:
+        insert("notify_claim", write.new_claim)
+    if write.claim_move is not None:
+        claim_sql, claim_params = _claim_update(write, write.claim_move)
+        with connection.cursor() as cursor:
+            cursor.execute(claim_sql, claim_params)
+    return True
