@@ -153,27 +153,26 @@ def _claim_update(write: Write, move: ClaimMove) -> tuple[str, list[Any]]:
 def _commit_in_one_statement(write: Write) -> bool:
     update, params = _event_update(write)
     parts = [f"moved AS ({update} RETURNING id)"]
+
+    def insert_if_moved(
+        name: str, table: str, row: Mapping[str, object], *, link: str = "", returning: bool = False
+    ) -> None:
+        # Selecting the values FROM moved inserts the row only if the compare-and-set matched.
+        columns, values = ", ".join(row), _placeholders(row)
+        if link:
+            # The observation's id exists only inside this statement: link the transition to it here.
+            columns, values = f"{columns}, observation_id", f"{values}, {link}"
+        tail = " RETURNING id" if returning else ""
+        parts.append(f"{name} AS (INSERT INTO {table} ({columns}) SELECT {values} FROM moved{tail})")
+        params.extend(_params(row))
+
     if write.observation is not None:
-        row = write.observation
-        parts.append(
-            f"evidence AS (INSERT INTO notify_observation ({', '.join(row)}) "
-            f"SELECT {_placeholders(row)} FROM moved RETURNING id)"
-        )
-        params += _params(row)
+        insert_if_moved("evidence", "notify_observation", write.observation, returning=True)
     if write.transition is not None:
-        row = write.transition
-        source = "(SELECT id FROM evidence)" if write.observation is not None else "NULL"
-        parts.append(
-            f"history AS (INSERT INTO notify_transition ({', '.join(row)}, observation_id) "
-            f"SELECT {_placeholders(row)}, {source} FROM moved)"
-        )
-        params += _params(row)
+        link = "(SELECT id FROM evidence)" if write.observation is not None else ""
+        insert_if_moved("history", "notify_transition", write.transition, link=link)
     if write.new_claim is not None:
-        row = write.new_claim
-        parts.append(
-            f"new_claim AS (INSERT INTO notify_claim ({', '.join(row)}) SELECT {_placeholders(row)} FROM moved)"
-        )
-        params += _params(row)
+        insert_if_moved("new_claim", "notify_claim", write.new_claim)
     if write.claim_move is not None:
         claim_sql, claim_params = _claim_update(write, write.claim_move)
         parts.append(f"claim_moved AS ({claim_sql} AND EXISTS (SELECT 1 FROM moved))")
