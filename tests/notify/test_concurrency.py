@@ -126,3 +126,17 @@ def test_racing_writers_on_one_event_never_skip_or_repeat_a_version(policy, cloc
         assert step.from_state == previous.to_state
         assert step.to_state in machine.ALLOWED_TRANSITIONS[State(step.from_state)]
     assert sum(outcome.applied for outcome in outcomes) == after.version - event.version
+
+
+def test_racing_creations_with_one_client_key_make_one_event(policy, clock):
+    from notify.events import create_event
+    from tests.factories import reset_request
+
+    request = reset_request(client_key="same-key")
+
+    created = race(lambda i: create_event(request, now=clock.now()))
+
+    assert len({result.event.id for result in created}) == 1
+    assert sum(result.created for result in created) == 1
+    assert Event.objects.count() == 1
+    assert Claim.objects.count() == 1
