@@ -211,6 +211,6 @@ def _worker(event_ids: list[str], barrier, results) -> None:
         for observation in (ACCEPTED, DELIVERED):
             outcome = record_observation(event_id, observation, now=datetime.now(UTC), actor="bench", known=known)
             transitions += outcome.applied
-            known = outcome.event
+            known = outcome.after
     results.put((start, time.monotonic(), transitions))
     connections.close_all()

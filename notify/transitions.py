@@ -40,15 +40,21 @@ class Lease:
 @dataclass(frozen=True)
 class Outcome:
     result: Result
-    state: State
-    version: int
     # The event as this call left it: pass it as ``known`` to the caller's next write
     # to skip that write's read. It may be stale by then; the version guard catches it.
-    event: rows.Loaded
+    after: rows.Loaded
 
     @property
     def applied(self) -> bool:
         return self.result == Result.APPLIED
+
+    @property
+    def state(self) -> State:
+        return State(self.after.event.state)
+
+    @property
+    def version(self) -> int:
+        return self.after.version
 
 
 @dataclass(frozen=True)
@@ -192,12 +198,12 @@ def _apply(
                 if observation is not None:
                     evidence = _observation_row(event_id, observation, now, actor, caused=False)
                     rows.insert("notify_observation", evidence)
-                return Outcome(Result.LOST_LEASE, State(loaded.event.state), loaded.version, loaded)
+                return Outcome(Result.LOST_LEASE, loaded)
         change = plan(loaded)
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
         if rows.commit(write):
             result = Result.NOT_ALLOWED if change is None else Result.APPLIED
-            return Outcome(result, State(after.event.state), after.version, after)
+            return Outcome(result, after)
         loaded = None
     raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
 

@@ -47,7 +47,7 @@ class EventLifecycle(RuleBasedStateMachine):
 
     @rule(channel=CHANNELS, status=STATUSES, source=SOURCES)
     def receipt(self, channel, status, source):
-        self.known = observe(self.event.id, channel, status, self.now, source=source).event
+        self.known = observe(self.event.id, channel, status, self.now, source=source).after
 
     @rule(channel=CHANNELS, status=STATUSES)
     def receipt_from_a_known_event(self, channel, status):
@@ -56,7 +56,7 @@ class EventLifecycle(RuleBasedStateMachine):
             outcome = transitions.record_observation(
                 self.event.id, observation, now=self.now, actor="test", known=self.known
             )
-            self.known = outcome.event
+            self.known = outcome.after
 
     @rule(channel=CHANNELS)
     def submit(self, channel):

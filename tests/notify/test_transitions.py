@@ -140,16 +140,16 @@ def test_a_write_from_a_known_event_skips_the_read(db, policy, clock):
     first = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(2))
 
     with CaptureQueriesContext(connection) as queries:
-        second = transitions_observe_known(event.id, Normalized.DELIVERED, clock.now() + seconds(3), first.event)
+        second = transitions_observe_known(event.id, Normalized.DELIVERED, clock.now() + seconds(3), first.after)
 
     assert second.applied
     assert not any("FROM notify_event e" in query["sql"] for query in queries.captured_queries)
-    assert (second.event.version, second.event.event.state) == (event.version + 1, State.SMS_DELIVERED)
+    assert (second.after.version, second.after.event.state) == (event.version + 1, State.SMS_DELIVERED)
 
 
 def test_a_stale_known_event_costs_one_retry_and_nothing_else(db, policy, clock):
     event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
-    seen = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(2)).event
+    seen = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(2)).after
     # Someone else moves the event on after `seen` was taken.
     assert observe(event.id, Channel.SMS, Normalized.TERMINAL_FAILURE, clock.now() + seconds(3)).applied
 
@@ -158,7 +158,7 @@ def test_a_stale_known_event_costs_one_retry_and_nothing_else(db, policy, clock)
     after = Event.objects.get(pk=event.id)
     assert late.result == Result.NOT_ALLOWED
     assert (after.state, after.version) == (State.SMS_FAILED, event.version + 1)
-    assert late.event.version == after.version
+    assert late.after.version == after.version
 
 
 def transitions_observe_known(event_id, normalized, now, known):
