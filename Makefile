@@ -46,6 +46,7 @@ bench: $(STAMP)
 
 demo: $(STAMP)
 	env -u DATABASE_URL $(BIN)/python manage.py migrate --no-input
+	env -u DATABASE_URL $(BIN)/python manage.py load_policies
 	env -u DATABASE_URL $(BIN)/python manage.py demo_setup
 	env -u DATABASE_URL $(BIN)/python manage.py runserver 127.0.0.1:8000
 

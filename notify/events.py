@@ -24,6 +24,8 @@ class Refusal(StrEnum):
     UNUSABLE_EXPIRY = "unusable_expiry"
     UNKNOWN_PURPOSE = "unknown_purpose"
     UNKNOWN_REGION = "unknown_region"
+    DESTINATION_NOT_ALLOWED = "destination_not_allowed"
+    CONSENT_REQUIRED = "consent_required"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
 
 
@@ -50,6 +52,7 @@ class ResetRequest:
     reset_url: str
     expires_at: datetime | None = None
     ttl: timedelta | None = None
+    consent: bool = False
 
     def __repr__(self) -> str:
         return f"ResetRequest(service={self.service!r}, client_key={self.client_key!r}, region={self.region!r})"
@@ -67,10 +70,11 @@ def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
     1. Validate and normalize the request (nothing is stored for a refused one).
     2. A (service, client key) seen before returns its event if the request is the
        same, and is refused as a conflict if it differs.
-    3. Resolve the region's active policy and refuse an expiry that leaves no
-       usable action budget.
-    4. In one transaction, before any outbound request: the event, its SMS claim,
-       the sealed destinations and the first transition.
+    3. Resolve the region's active policy; refuse what it does not allow (missing
+       consent, a destination outside its countries) and an expiry that leaves
+       no usable action budget.
+    4. In one transaction, before any outbound request: the event, the claim on
+       its first channel, the sealed destinations and the first transition.
     """
     destinations = _normalized_destinations(request)
     fingerprint = _fingerprint(request, destinations)
@@ -81,8 +85,9 @@ def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
     policy = PolicyVersion.objects.active_for(request.region)
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
+    start = _starting_point(policy, request, destinations)
     expires_at = _expiry(request, now)
-    shortest = machine.minimum_lifetime(policy)
+    shortest = machine.minimum_lifetime(policy, start.state, start.fallback_available)
     if expires_at - now <= shortest:
         raise EventRefused(
             Refusal.UNUSABLE_EXPIRY,
@@ -99,28 +104,32 @@ def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
         purpose=request.purpose,
         region=request.region,
         policy=policy,
-        fallback_available=bool(destinations.email),
-        sms_recipient_ref=vault.keyed_hash(destinations.phone),
+        fallback_available=start.fallback_available,
+        sms_recipient_ref=vault.keyed_hash(destinations.phone) if destinations.phone else "",
         email_recipient_ref=vault.keyed_hash(destinations.email) if destinations.email else "",
         created_at=now,
         expires_at=expires_at,
-        state=State.SMS_REQUESTED,
+        state=start.state,
         version=1,
         state_entered_at=now,
     )
-    decision = machine.decide(event, {Channel.SMS: machine.NEW_CLAIM}, policy, now)
+    decision = machine.decide(event, {start.channel: machine.NEW_CLAIM}, policy, now)
     event.next_action, event.next_action_at, event.act_by = decision.action, decision.due_at, decision.act_by
     try:
         with transaction.atomic():
             event.save(force_insert=True)
             Claim.objects.create(
-                event=event, channel=Channel.SMS, key=claim_key(Channel.SMS, event.id), created_at=now, updated_at=now
+                event=event,
+                channel=start.channel,
+                key=claim_key(start.channel, event.id),
+                created_at=now,
+                updated_at=now,
             )
             VaultEntry.objects.create(event=event, ciphertext=vault.seal(destinations), created_at=now)
             Transition.objects.create(
                 event=event,
                 from_state="",
-                to_state=State.SMS_REQUESTED,
+                to_state=start.state,
                 version=1,
                 cause=Cause.CREATED,
                 actor=f"service:{request.service}",
@@ -133,6 +142,41 @@ def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
             raise
         return CreatedEvent(existing, created=False)
     return CreatedEvent(event, created=True)
+
+
+@dataclass(frozen=True)
+class _Start:
+    state: State
+    channel: Channel
+    fallback_available: bool
+
+
+def _starting_point(policy: PolicyVersion, request: ResetRequest, destinations: vault.Destinations) -> _Start:
+    """Choose the first channel from the policy's channel plan and the destinations given.
+
+    SMS first when the plan allows SMS; the email fallback only when the plan has one
+    and there is an address; email alone when the plan forbids SMS for resets.
+    """
+    if policy.consent_required and not request.consent:
+        raise EventRefused(
+            Refusal.CONSENT_REQUIRED, "consent", f"policy {policy} requires the subscriber's consent to be asserted"
+        )
+    if not policy.uses_sms:
+        if not destinations.email:
+            raise EventRefused(
+                Refusal.INVALID_EMAIL, "email", f"policy {policy} delivers by email only: email is required"
+            )
+        return _Start(State.EMAIL_CLAIMED, Channel.EMAIL, fallback_available=False)
+    if not destinations.phone:
+        raise EventRefused(Refusal.INVALID_PHONE, "phone", f"policy {policy} delivers by SMS: phone is required")
+    calling_code = phonenumbers.parse(destinations.phone).country_code
+    if calling_code not in policy.allowed_sms_country_codes:
+        raise EventRefused(
+            Refusal.DESTINATION_NOT_ALLOWED,
+            "phone",
+            f"policy {policy} does not allow SMS to country calling code +{calling_code}",
+        )
+    return _Start(State.SMS_REQUESTED, Channel.SMS, fallback_available=policy.uses_email and bool(destinations.email))
 
 
 def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
@@ -149,14 +193,17 @@ def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
 def _normalized_destinations(request: ResetRequest) -> vault.Destinations:
     if request.purpose not in Purpose.values:
         raise EventRefused(Refusal.UNKNOWN_PURPOSE, "purpose", f"purpose must be one of {', '.join(Purpose.values)}")
-    try:
-        number = phonenumbers.parse(request.phone, None)
-    except phonenumbers.NumberParseException:
-        number = None
-    if number is None or not phonenumbers.is_valid_number(number):
-        raise EventRefused(
-            Refusal.INVALID_PHONE, "phone", "phone must be a valid number in E.164 form (+ and country code)"
-        )
+    phone = ""
+    if request.phone:
+        try:
+            number = phonenumbers.parse(request.phone, None)
+        except phonenumbers.NumberParseException:
+            number = None
+        if number is None or not phonenumbers.is_valid_number(number):
+            raise EventRefused(
+                Refusal.INVALID_PHONE, "phone", "phone must be a valid number in E.164 form (+ and country code)"
+            )
+        phone = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
     email = request.email.strip()
     if email:
         try:
@@ -168,7 +215,7 @@ def _normalized_destinations(request: ResetRequest) -> vault.Destinations:
     except ValidationError:
         raise EventRefused(Refusal.INVALID_RESET_URL, "reset_url", "reset_url must be an https URL") from None
     return vault.Destinations(
-        phone=phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164),
+        phone=phone,
         email=email.lower(),
         reset_url=request.reset_url,
     )
@@ -195,6 +242,7 @@ def _fingerprint(request: ResetRequest, destinations: vault.Destinations) -> str
             destinations.reset_url,
             request.expires_at.isoformat() if request.expires_at else None,
             request.ttl.total_seconds() if request.ttl else None,
+            request.consent,
         ]
     )
     return vault.keyed_hash(canonical)

@@ -65,6 +65,7 @@ class Step(Enum):
 
 
 _FALLBACK_STEPS = frozenset({Step.SELECT, Step.EMAIL_SUBMIT})
+_SMS_STATES = frozenset({State.SMS_REQUESTED, State.SMS_PENDING})
 
 # What is still to be done from each open state before the reset can reach the
 # subscriber by the last channel; the action budget reserves the policy's cost of each.
@@ -164,7 +165,8 @@ def is_final_claim(state: ClaimState) -> bool:
 def time_needed(state: State, policy: PolicyVersion, fallback_available: bool) -> timedelta:
     """Return the configured time the remaining steps from ``state`` take."""
     steps = REMAINING_STEPS[state]
-    if not fallback_available:
+    if not fallback_available and state in _SMS_STATES:
+        # Nothing to fall back to: the SMS path needs no time kept for an email.
         steps = tuple(step for step in steps if step not in _FALLBACK_STEPS)
     return sum((getattr(policy, step.value) for step in steps), timedelta(0))
 
@@ -186,13 +188,17 @@ def fallback_deadline(event: EventFacts, policy: PolicyVersion) -> datetime:
     return min(event.created_at + policy.sms_budget, event.expires_at - policy.fallback_reserve)
 
 
-def minimum_lifetime(policy: PolicyVersion) -> timedelta:
-    """Return the shortest reset lifetime an event may be created with.
+def minimum_lifetime(policy: PolicyVersion, state: State, fallback_available: bool) -> timedelta:
+    """Return the shortest reset lifetime an event starting in ``state`` may be created with.
 
-    Shorter, and the event would be born at risk: no action budget for the whole
-    SMS-then-email path, or a fallback deadline already in the past.
+    Shorter, and the event would be born at risk: no action budget for its whole
+    path, or (when an email fallback follows the SMS) a fallback deadline already
+    in the past.
     """
-    return max(time_needed(State.SMS_REQUESTED, policy, fallback_available=True), policy.fallback_reserve)
+    needed = time_needed(state, policy, fallback_available)
+    if state == State.SMS_REQUESTED and fallback_available:
+        needed = max(needed, policy.fallback_reserve)
+    return needed
 
 
 def observation_target(channel: Channel, normalized: Normalized) -> State | None:

@@ -1,14 +1,19 @@
 """Versioned regional delivery policies.
 
-A policy version holds every duration the decision code reads. Events store the
-version they were created under, so a later version never changes how an event
-already in flight is handled.
+A policy version holds every rule the delivery code reads for one region. It is
+drafted, approved by someone other than its author, and published; from then on
+it is immutable (a change is a new version). Events store the version they were
+created under, so a later version never changes how an event in flight is handled.
+There is no ``if region == ...`` anywhere: regions differ only by these records.
 """
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+
+from policies.checks import channel_errors
 
 DURATION_FIELDS = (
     "poll_interval",
@@ -21,19 +26,74 @@ DURATION_FIELDS = (
     "lease_ttl",
     "email_backoff",
     "page_margin",
+    "vault_retention",
+    "raw_payload_retention",
+    "observation_retention",
 )
+
+# Everything a version decides; frozen once the version leaves DRAFT.
+CONTENT_FIELDS = (
+    "region",
+    *DURATION_FIELDS,
+    "email_attempt_limit",
+    "resubmit_unknown_email",
+    "alert_mode",
+    "channel_plan",
+    "allowed_sms_country_codes",
+    "consent_required",
+    "sms_sender",
+    "email_from",
+    "sms_template",
+    "email_subject_template",
+    "email_body_template",
+    "purpose",
+)
+
+
+class Status(models.TextChoices):
+    DRAFT = "draft"
+    APPROVED = "approved"
+    PUBLISHED = "published"
+    RETIRED = "retired", "retired (superseded by a newer version)"
+
+
+class AlertMode(models.TextChoices):
+    OBSERVE = "observe", "observe (record would-have-paged)"
+    PAGE = "page", "page"
+
+
+class ChannelPlan(models.TextChoices):
+    SMS_THEN_EMAIL = "sms_then_email", "SMS, then one email fallback"
+    SMS_ONLY = "sms_only", "SMS only"
+    EMAIL_ONLY = "email_only", "email only (SMS not allowed for account recovery)"
+
+
+class MessagePurpose(models.TextChoices):
+    TRANSACTIONAL = "transactional"
+    MARKETING = "marketing"
 
 
 class PolicyVersionQuerySet(models.QuerySet["PolicyVersion"]):
     def active_for(self, region: str) -> "PolicyVersion | None":
-        """Return the region's newest published version: the one new events are created under."""
-        return self.filter(region=region, published_at__isnull=False).order_by("-number").first()
+        """Return the region's published version: the one new events are created under."""
+        return self.filter(region=region, status=Status.PUBLISHED).first()
 
 
 class PolicyVersion(models.Model):
     region = models.CharField(max_length=8, help_text="Destination region this policy governs, e.g. US or EU.")
     number = models.PositiveIntegerField(help_text="Version number, increasing per region.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    reason = models.TextField(blank=True, help_text="Why this version exists: what changed and why.")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    source_file = models.CharField(max_length=200, blank=True, help_text="Data file this version was loaded from.")
+    source_hash = models.CharField(max_length=64, blank=True, help_text="SHA-256 of that file's content.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     poll_interval = models.DurationField(help_text="How often a pending SMS is polled when no callback arrives.")
@@ -48,18 +108,60 @@ class PolicyVersion(models.Model):
     lease_ttl = models.DurationField(help_text="How long a worker owns an event before another may take over.")
     email_attempt_limit = models.PositiveSmallIntegerField(help_text="Email submit attempts before giving up.")
     email_backoff = models.DurationField(help_text="Wait between email submit attempts.")
+    resubmit_unknown_email = models.BooleanField(
+        default=True,
+        help_text="Resubmit (same Message-ID) after an unknown SMTP outcome: twice beats never.",
+    )
+    alert_mode = models.CharField(max_length=8, choices=AlertMode.choices, default=AlertMode.OBSERVE)
     page_margin = models.DurationField(help_text="Page when the remaining action budget falls below this.")
+    channel_plan = models.CharField(max_length=16, choices=ChannelPlan.choices, default=ChannelPlan.SMS_THEN_EMAIL)
+    allowed_sms_country_codes = models.JSONField(
+        default=list, blank=True, help_text="Country calling codes an SMS may go to, e.g. [1]."
+    )
+    consent_required = models.BooleanField(
+        default=False, help_text="Refuse events whose caller does not assert the subscriber's consent."
+    )
+    sms_sender = models.CharField(max_length=64, blank=True, help_text="Sender number or messaging service id.")
+    email_from = models.CharField(max_length=254, blank=True, help_text="From address of the reset email.")
+    sms_template = models.TextField(blank=True, help_text="Django template; context: reset_url, expires_at.")
+    email_subject_template = models.CharField(max_length=200, blank=True)
+    email_body_template = models.TextField(blank=True, help_text="Django template; context: reset_url, expires_at.")
+    purpose = models.CharField(max_length=16, choices=MessagePurpose.choices, default=MessagePurpose.TRANSACTIONAL)
+    vault_retention = models.DurationField(help_text="Keep destinations and the link this long after expiry.")
+    raw_payload_retention = models.DurationField(help_text="Keep raw provider statuses this long.")
+    observation_retention = models.DurationField(help_text="Keep observations this long; timings stay.")
 
     objects = PolicyVersionQuerySet.as_manager()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["region", "number"], name="policy_region_number_unique"),
+            # Exactly one version per region is the one new events are created under.
+            models.UniqueConstraint(
+                fields=["region"], condition=models.Q(status="published"), name="policy_one_published_per_region"
+            ),
         ]
         ordering = ["region", "-number"]
+        permissions = [
+            ("approve_policyversion", "Can approve a policy version (privacy and legal owners)"),
+            ("publish_policyversion", "Can publish an approved policy version"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.region} v{self.number}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        """Insert a new version, or change a draft; a version that left DRAFT is immutable.
+
+        Changing an existing row is a compare-and-set on its status, so an edit can
+        never land after the version was approved (the approver saw what is stored).
+        """
+        if self._state.adding:
+            super().save(*args, **kwargs)  # type: ignore[arg-type]
+            return
+        content = {name: getattr(self, name) for name in (*CONTENT_FIELDS, "reason")}
+        if type(self).objects.filter(pk=self.pk, status=Status.DRAFT).update(**content) != 1:
+            raise ValidationError(f"{self} is {self.status}: a policy version is immutable once approved")
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
@@ -79,5 +181,16 @@ class PolicyVersion(models.Model):
                 errors["fallback_reserve"] = (
                     f"fallback_reserve ({self.fallback_reserve}) must cover email submit + record ({needed})"
                 )
+        if self.purpose != MessagePurpose.TRANSACTIONAL:
+            errors["purpose"] = "password resets are transactional messages; a marketing purpose is refused"
+        errors |= channel_errors(self)
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def uses_sms(self) -> bool:
+        return self.channel_plan != ChannelPlan.EMAIL_ONLY
+
+    @property
+    def uses_email(self) -> bool:
+        return self.channel_plan != ChannelPlan.SMS_ONLY

@@ -4,7 +4,7 @@ from typing import Any
 
 import factory
 
-from policies.models import PolicyVersion
+from policies.models import ChannelPlan, PolicyVersion, Status
 
 
 class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
@@ -15,6 +15,7 @@ class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
 
     region = "US"
     number = factory.Sequence(lambda n: n + 1)
+    status = Status.PUBLISHED
     published_at = datetime(2025, 1, 1, tzinfo=UTC)
     poll_interval = timedelta(seconds=10)
     sms_budget = timedelta(seconds=60)
@@ -27,6 +28,16 @@ class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
     email_attempt_limit = 3
     email_backoff = timedelta(seconds=10)
     page_margin = timedelta(seconds=30)
+    vault_retention = timedelta(hours=1)
+    raw_payload_retention = timedelta(days=2)
+    observation_retention = timedelta(days=14)
+    channel_plan = ChannelPlan.SMS_THEN_EMAIL
+    allowed_sms_country_codes = factory.LazyFunction(lambda: [1, 44])
+    sms_sender = "+15005550006"
+    email_from = "no-reset-reply@example.org"
+    sms_template = "Reset: {{ reset_url }}"
+    email_subject_template = "Your password reset link"
+    email_body_template = "Open {{ reset_url }} before {{ expires_at }}."
 
 
 # Recognizable personal data: a canary test can search every output for these.

@@ -8,6 +8,7 @@ from notify import vault
 from notify.events import EventRefused, Refusal, create_event
 from notify.models import Claim, Event, Transition, VaultEntry
 from notify.states import Cause, Channel, ClaimState, NextAction, State
+from policies.models import ChannelPlan, Status
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, reset_request
 
 PII = (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL)
@@ -94,7 +95,7 @@ def test_it_accepts_the_shortest_expiry_that_leaves_a_budget(db, policy, clock):
 
 
 def test_it_refuses_a_region_without_an_active_policy(db, policy, clock):
-    PolicyVersionFactory.create(region="EU", published_at=None)
+    PolicyVersionFactory.create(region="EU", status=Status.DRAFT, published_at=None)
 
     with pytest.raises(EventRefused) as refused:
         create_event(reset_request(region="EU"), now=clock.now())
@@ -103,11 +104,11 @@ def test_it_refuses_a_region_without_an_active_policy(db, policy, clock):
     assert not Event.objects.exists()
 
 
-def test_it_creates_under_the_newest_published_version(db, policy, clock):
-    newer = PolicyVersionFactory.create(region="US", number=policy.number + 1)
-    PolicyVersionFactory.create(region="US", number=policy.number + 2, published_at=None)
+def test_it_creates_under_the_published_version_of_the_region(db, policy, clock):
+    PolicyVersionFactory.create(region="US", number=policy.number + 1, status=Status.DRAFT)
+    PolicyVersionFactory.create(region="EU", number=policy.number + 2)
 
-    assert create_event(reset_request(), now=clock.now()).event.policy == newer
+    assert create_event(reset_request(), now=clock.now()).event.policy == policy
 
 
 @pytest.mark.parametrize(
@@ -144,3 +145,52 @@ def test_an_event_without_an_email_has_no_fallback(db, policy, clock):
 
     assert not event.fallback_available
     assert event.email_recipient_ref == ""
+
+
+def test_it_refuses_a_destination_outside_the_policy_countries(db, policy, clock):
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(phone="+33612345678"), now=clock.now())
+
+    assert (refused.value.reason, refused.value.field) == (Refusal.DESTINATION_NOT_ALLOWED, "phone")
+    assert "+33" in refused.value.message
+    assert "612345678" not in refused.value.message
+    assert not VaultEntry.objects.exists()
+
+
+def test_it_refuses_an_event_without_the_consent_its_policy_requires(db, clock):
+    PolicyVersionFactory.create(consent_required=True)
+
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(), now=clock.now())
+    created = create_event(reset_request(consent=True), now=clock.now())
+
+    assert refused.value.reason == Refusal.CONSENT_REQUIRED
+    assert created.created
+
+
+def test_an_email_only_plan_starts_with_the_email_claim(db, clock):
+    PolicyVersionFactory.create(channel_plan=ChannelPlan.EMAIL_ONLY)
+
+    event = create_event(reset_request(phone=""), now=clock.now()).event
+
+    assert (event.state, event.fallback_available, event.next_action) == (
+        State.EMAIL_CLAIMED,
+        False,
+        NextAction.SUBMIT_EMAIL,
+    )
+    assert list(Claim.objects.filter(event=event).values_list("channel", flat=True)) == [Channel.EMAIL]
+
+
+def test_an_sms_only_plan_has_no_fallback_even_with_an_email(db, clock):
+    PolicyVersionFactory.create(channel_plan=ChannelPlan.SMS_ONLY)
+
+    event = create_event(reset_request(), now=clock.now()).event
+
+    assert (event.state, event.fallback_available) == (State.SMS_REQUESTED, False)
+
+
+def test_an_sms_plan_needs_a_phone(db, policy, clock):
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(phone=""), now=clock.now())
+
+    assert refused.value.reason == Refusal.INVALID_PHONE

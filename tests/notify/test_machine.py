@@ -123,9 +123,14 @@ def test_the_fallback_deadline_keeps_the_reserve_when_the_reset_is_short():
 
 
 def test_the_minimum_lifetime_covers_the_reserve_and_the_whole_path():
-    assert machine.minimum_lifetime(POLICY) == timedelta(seconds=120)
+    assert machine.minimum_lifetime(POLICY, State.SMS_REQUESTED, True) == timedelta(seconds=120)
     cheap_reserve = PolicyVersionFactory.build(fallback_reserve=timedelta(seconds=6))
-    assert machine.minimum_lifetime(cheap_reserve) == timedelta(seconds=9)
+    assert machine.minimum_lifetime(cheap_reserve, State.SMS_REQUESTED, True) == timedelta(seconds=9)
+
+
+def test_the_minimum_lifetime_of_a_single_channel_covers_only_its_own_steps():
+    assert machine.minimum_lifetime(POLICY, State.SMS_REQUESTED, False) == timedelta(seconds=3)
+    assert machine.minimum_lifetime(POLICY, State.EMAIL_CLAIMED, False) == timedelta(seconds=6)
 
 
 def test_every_state_but_the_first_is_the_target_of_some_operation():

@@ -9,7 +9,7 @@ from policies.models import DURATION_FIELDS
 from tests.factories import PolicyVersionFactory
 
 
-def test_a_reviewed_policy_validates():
+def test_a_reviewed_policy_validates(db):
     PolicyVersionFactory.build().full_clean(exclude=["number"])
 
 

@@ -1,0 +1,100 @@
+"""The shipped policy files load, validate, and resolve to the values that matter per region."""
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from policies import datafiles
+from policies.models import AlertMode, ChannelPlan, PolicyVersion, Status
+
+
+def load_defaults():
+    call_command("load_policies", stdout=io.StringIO())
+
+
+def test_both_regions_ship_as_published_data(db):
+    load_defaults()
+
+    assert set(PolicyVersion.objects.filter(status=Status.PUBLISHED).values_list("region", flat=True)) == {"US", "EU"}
+    for version in PolicyVersion.objects.all():
+        version.full_clean()
+        assert version.source_file.endswith(".toml")
+        assert len(version.source_hash) == 64
+
+
+def test_the_us_policy_resolves_to_its_reviewed_values(db):
+    load_defaults()
+
+    us = PolicyVersion.objects.get(region="US", status=Status.PUBLISHED)
+
+    assert (us.sms_budget, us.fallback_reserve, us.poll_interval) == (
+        timedelta(seconds=90),
+        timedelta(seconds=300),
+        timedelta(seconds=15),
+    )
+    assert (us.channel_plan, us.alert_mode, us.consent_required) == (
+        ChannelPlan.SMS_THEN_EMAIL,
+        AlertMode.OBSERVE,
+        False,
+    )
+    assert us.allowed_sms_country_codes == [1]
+
+
+def test_the_eu_policy_resolves_to_its_reviewed_values(db):
+    load_defaults()
+
+    eu = PolicyVersion.objects.get(region="EU", status=Status.PUBLISHED)
+
+    assert (eu.sms_budget, eu.poll_interval, eu.vault_retention) == (
+        timedelta(seconds=120),
+        timedelta(seconds=20),
+        timedelta(hours=1),
+    )
+    assert (eu.channel_plan, eu.alert_mode, eu.consent_required) == (
+        ChannelPlan.SMS_THEN_EMAIL,
+        AlertMode.OBSERVE,
+        True,
+    )
+    assert {33, 49, 353}.issubset(eu.allowed_sms_country_codes)
+    assert 1 not in eu.allowed_sms_country_codes
+
+
+def test_loading_twice_creates_nothing_new(db):
+    load_defaults()
+    load_defaults()
+
+    assert PolicyVersion.objects.count() == 2
+
+
+def test_a_changed_file_becomes_a_new_version_and_retires_the_old(db, tmp_path):
+    load_defaults()
+    changed = tmp_path / "us.toml"
+    text = (datafiles.DEFAULTS_DIR / "us.toml").read_text()
+    changed.write_text(text.replace("sms_budget_s = 90", "sms_budget_s = 75"))
+
+    call_command("load_policies", str(changed), stdout=io.StringIO())
+
+    versions = list(PolicyVersion.objects.filter(region="US").order_by("number"))
+    assert [(v.number, v.status) for v in versions] == [(1, Status.RETIRED), (2, Status.PUBLISHED)]
+    assert versions[1].sms_budget == timedelta(seconds=75)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("sms_budget_s = 90", "sms_budget_s = 0"), "sms_budget: sms_budget must be positive"),
+        (("sms_budget_s = 90", "sms_budget_s = 'soon'"), "sms_budget_s must be a number of seconds"),
+        (("poll_cost_s = 2", "poll_cost_s = 2\nretry_storm = true"), "unknown setting 'retry_storm'"),
+        (('purpose = "transactional"', 'purpose = "marketing"'), "marketing purpose is refused"),
+    ],
+)
+def test_a_bad_file_is_refused_naming_the_field_and_loads_nothing(db, tmp_path, edit, message):
+    bad = tmp_path / "us.toml"
+    bad.write_text((datafiles.DEFAULTS_DIR / "us.toml").read_text().replace(*edit))
+
+    with pytest.raises(CommandError, match=message):
+        call_command("load_policies", str(bad))
+
+    assert not PolicyVersion.objects.exists()

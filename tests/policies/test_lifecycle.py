@@ -1,0 +1,96 @@
+"""Drafting, approval by someone else, publishing, and immutability once approved."""
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.exceptions import ValidationError
+
+from policies import lifecycle
+from policies.lifecycle import PolicyLifecycleError
+from policies.models import PolicyVersion, Status
+from tests.conftest import T0
+from tests.factories import PolicyVersionFactory
+
+
+def user(name, *perms):
+    account = User.objects.create_user(name)
+    for codename in perms:
+        account.user_permissions.add(Permission.objects.get(codename=codename))
+    return User.objects.get(pk=account.pk)  # fresh permission cache
+
+
+@pytest.fixture
+def author(db):
+    return user("author")
+
+
+@pytest.fixture
+def approver(db):
+    return user("privacy-owner", "approve_policyversion", "publish_policyversion")
+
+
+@pytest.fixture
+def draft(db, policy, author):
+    return lifecycle.draft_from(policy, author=author, reason="longer SMS budget for roaming")
+
+
+def test_a_new_version_copies_the_content_and_takes_the_next_number(draft, policy):
+    assert (draft.region, draft.number, draft.status) == (policy.region, policy.number + 1, Status.DRAFT)
+    assert draft.sms_budget == policy.sms_budget
+
+
+def test_a_draft_can_be_edited(draft):
+    draft.sms_budget *= 2
+    draft.save()
+
+    assert PolicyVersion.objects.get(pk=draft.pk).sms_budget == draft.sms_budget
+
+
+def test_an_author_cannot_approve_their_own_version(draft, author):
+    author.user_permissions.add(Permission.objects.get(codename="approve_policyversion"))
+    author = User.objects.get(pk=author.pk)
+
+    with pytest.raises(PolicyLifecycleError, match="someone other than its author"):
+        lifecycle.approve(draft, approver=author, now=T0)
+
+
+def test_approval_needs_the_approver_permission(draft):
+    with pytest.raises(PolicyLifecycleError, match="approver permission"):
+        lifecycle.approve(draft, approver=user("bystander"), now=T0)
+
+
+def test_publishing_records_the_approval_and_retires_the_previous_version(draft, approver, policy):
+    lifecycle.approve(draft, approver=approver, now=T0)
+    lifecycle.publish(draft, publisher=approver, now=T0)
+
+    policy.refresh_from_db()
+    assert (draft.status, draft.approved_by, draft.approved_at, draft.published_at) == (
+        Status.PUBLISHED,
+        approver,
+        T0,
+        T0,
+    )
+    assert policy.status == Status.RETIRED
+    assert PolicyVersion.objects.active_for(draft.region) == draft
+
+
+def test_only_users_with_the_publish_permission_can_publish(draft, approver):
+    lifecycle.approve(draft, approver=approver, now=T0)
+
+    with pytest.raises(PolicyLifecycleError, match="publish permission"):
+        lifecycle.publish(draft, publisher=user("approver-only", "approve_policyversion"), now=T0)
+
+
+def test_a_draft_cannot_be_published_without_approval(draft, approver):
+    with pytest.raises(PolicyLifecycleError, match="not approved"):
+        lifecycle.publish(draft, publisher=approver, now=T0)
+
+
+@pytest.mark.parametrize("status", [Status.APPROVED, Status.PUBLISHED, Status.RETIRED])
+def test_a_version_that_left_draft_cannot_be_changed(db, status):
+    version = PolicyVersionFactory.create(status=status, region=f"R{status[:3]}")
+    version.sms_budget *= 2
+
+    with pytest.raises(ValidationError, match="immutable"):
+        version.save()
+
+    assert PolicyVersion.objects.get(pk=version.pk).sms_budget != version.sms_budget
