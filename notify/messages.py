@@ -1,0 +1,63 @@
+"""Rendering the reset messages from the event's policy templates.
+
+The rendered text contains the reset link: it is handed to a transport and never
+logged, stored or returned anywhere else.
+"""
+
+from datetime import datetime
+
+from django.core.mail import EmailMessage
+from django.template import Context, Template
+
+from notify.models import claim_key
+from notify.states import Channel
+from notify.vault import Destinations
+from policies.models import MessagePurpose, PolicyVersion
+
+
+class NotTransactional(Exception):
+    """This workflow sends transactional messages only; a marketing policy is refused."""
+
+
+def message_id(event_id: str, sender: str) -> str:
+    """Return the email's Message-ID, derived from the claim key so every resubmit reuses it.
+
+    Mail clients collapse copies with one Message-ID, which makes the rare duplicate
+    after an unknown SMTP outcome (RFC 1047) harmless.
+    """
+    domain = sender.rpartition("@")[2] or "localhost"
+    return f"<{claim_key(Channel.EMAIL, event_id).replace(':', '.')}@{domain}>"
+
+
+def sms_text(policy: PolicyVersion, destinations: Destinations, expires_at: datetime) -> str:
+    _require_transactional(policy)
+    return _render(policy.sms_template, destinations, expires_at)
+
+
+def reset_email(event_id: str, policy: PolicyVersion, destinations: Destinations, expires_at: datetime) -> EmailMessage:
+    """Build the fallback email: transactional headers only.
+
+    No ``List-Unsubscribe`` / ``List-Unsubscribe-Post`` (RFC 8058 is for list mail) and
+    no marketing suppression: a reset the subscriber asked for must not be unsubscribable.
+    """
+    _require_transactional(policy)
+    return EmailMessage(
+        subject=_render(policy.email_subject_template, destinations, expires_at).strip(),
+        body=_render(policy.email_body_template, destinations, expires_at),
+        from_email=policy.email_from,
+        to=[destinations.email],
+        headers={
+            "Message-ID": message_id(event_id, policy.email_from),
+            "Auto-Submitted": "auto-generated",  # RFC 3834: no auto-replies to a reset
+        },
+    )
+
+
+def _render(template: str, destinations: Destinations, expires_at: datetime) -> str:
+    context = Context({"reset_url": destinations.reset_url, "expires_at": expires_at}, autoescape=False)
+    return Template(template).render(context)
+
+
+def _require_transactional(policy: PolicyVersion) -> None:
+    if policy.purpose != MessagePurpose.TRANSACTIONAL:
+        raise NotTransactional(f"policy {policy} has purpose {policy.purpose}: password resets are transactional")
