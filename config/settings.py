@@ -134,7 +134,6 @@ if CELERY_BROKER_URL == "filesystem://":
         "processed_folder": str(_queue_dir / "processed"),
         "store_processed": False,
     }
-CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 LOGGING = {
     "version": 1,

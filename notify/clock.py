@@ -1,7 +1,7 @@
 """The time source. Domain functions take ``now`` explicitly; callers get it from a clock.
 
-The worker and views use ``system_clock``; tests and replay drive a ``FakeClock``
-so every deadline computation can be checked without sleeping.
+Production callers pass ``system_clock.now()``; tests (and, later, replay) drive a
+``FakeClock`` so every deadline computation can be checked without sleeping.
 """
 
 from datetime import UTC, datetime, timedelta

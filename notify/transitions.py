@@ -7,7 +7,7 @@ is, or stops. Nothing here checks in Python and then writes unconditionally.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -48,14 +48,6 @@ class Outcome:
     def applied(self) -> bool:
         return self.result == Result.APPLIED
 
-    @property
-    def state(self) -> State:
-        return State(self.after.event.state)
-
-    @property
-    def version(self) -> int:
-        return self.after.version
-
 
 @dataclass(frozen=True)
 class ObservationInput:
@@ -76,11 +68,11 @@ class TransitionRaceError(RuntimeError):
 
 @dataclass(frozen=True)
 class _Change:
-    """A transition to attempt, and the claim row it creates, if any."""
+    """A transition to attempt, and the channel it claims, if any."""
 
     to_state: State
     cause: Cause
-    new_claim: Mapping[str, object] | None = None
+    claimed_channel: Channel | None = None
 
 
 # What an operation wants, given the event as it is now: a change to attempt, or
@@ -133,17 +125,7 @@ def claim_email_fallback(
     def plan(loaded: rows.Loaded) -> _Change | None:
         if not machine.may_claim_fallback(loaded.event, loaded.policy, now):
             return None
-        email = {
-            "event_id": event_id,
-            "channel": Channel.EMAIL.value,
-            "key": claim_key(Channel.EMAIL, event_id),
-            "state": ClaimState.CLAIMED.value,
-            "attempts": 0,
-            "provider_ref": "",
-            "created_at": now,
-            "updated_at": now,
-        }
-        return _Change(State.EMAIL_CLAIMED, cause, email)
+        return _Change(State.EMAIL_CLAIMED, cause, claimed_channel=Channel.EMAIL)
 
     return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
 
@@ -229,8 +211,8 @@ def _write(
         version += 1
         after = dataclasses.replace(after, state=change.to_state, state_entered_at=now)
         fields |= {"state": change.to_state.value, "version": version, "state_entered_at": now}
-        if change.new_claim is not None:
-            claims[Channel(str(change.new_claim["channel"]))] = machine.NEW_CLAIM
+        if change.claimed_channel is not None:
+            claims[change.claimed_channel] = machine.NEW_CLAIM
         transition = {
             "event_id": event_id,
             "from_state": loaded.event.state,
@@ -261,10 +243,27 @@ def _write(
             else None
         ),
         transition=transition,
-        new_claim=change.new_claim if change is not None else None,
+        new_claim=(
+            _claim_row(event_id, change.claimed_channel, now)
+            if change is not None and change.claimed_channel is not None
+            else None
+        ),
         claim_move=claim_move,
     )
     return write, rows.Loaded(after, version, loaded.lease_token, loaded.policy, claims)
+
+
+def _claim_row(event_id: str, channel: Channel, now: datetime) -> dict[str, object]:
+    return {
+        "event_id": event_id,
+        "channel": channel.value,
+        "key": claim_key(channel, event_id),
+        "state": ClaimState.CLAIMED.value,
+        "attempts": 0,
+        "provider_ref": "",
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def _observation_row(

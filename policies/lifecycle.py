@@ -47,6 +47,7 @@ def approve(version: PolicyVersion, *, approver: User, now: datetime) -> None:
         raise PolicyLifecycleError("approving a policy version needs the approver permission")
     if version.author_id is not None and version.author_id == approver.pk:
         raise PolicyLifecycleError("a policy version must be approved by someone other than its author")
+    version.refresh_from_db()  # validate what is stored, not a copy loaded earlier
     version.full_clean()
     approved = PolicyVersion.objects.filter(pk=version.pk, status=Status.DRAFT).update(
         status=Status.APPROVED, approved_by=approver, approved_at=now

@@ -112,7 +112,7 @@ def test_a_pending_receipt_moves_the_next_poll_without_a_transition(db, policy, 
     assert (after.next_action, after.next_action_at) == (NextAction.POLL_SMS, clock.now() + seconds(14))
 
 
-def test_evidence_that_moves_nothing_still_records_the_provider_reference(db, policy, clock):
+def test_an_acceptance_for_a_claim_never_submitted_is_kept_as_evidence_only(db, policy, clock):
     from notify.transitions import ObservationInput, record_observation
 
     event = new_event(clock.now())
@@ -120,7 +120,8 @@ def test_evidence_that_moves_nothing_still_records_the_provider_reference(db, po
 
     record_observation(event.id, accepted, now=clock.now(), actor="test")
 
-    assert sms_claim(event).provider_ref == ""  # the claim was never submitted: CLAIMED -> ACCEPTED is refused
+    # CLAIMED -> ACCEPTED is not in the claim's table: only a submitted claim can be accepted.
+    assert (sms_claim(event).state, sms_claim(event).provider_ref) == (ClaimState.CLAIMED, "")
     assert Observation.objects.get(event=event).normalized == Normalized.ACCEPTED
 
 

@@ -34,10 +34,12 @@ def run_action(client, action, version):
 def test_the_list_shows_versions_by_region(client, staff, policy):
     client.force_login(staff)
 
-    page = client.get(CHANGELIST)
+    page = client.get(CHANGELIST, {"region": policy.region})
 
     assert page.status_code == 200
-    assert f"v{policy.number}" in page.content.decode() or str(policy.number) in page.content.decode()
+    html = page.content.decode()
+    assert reverse("admin:policies_policyversion_change", args=[policy.pk]) in html
+    assert "By region" in html
 
 
 def test_a_new_version_is_drafted_from_an_existing_one_and_shows_its_diff(client, staff, policy):

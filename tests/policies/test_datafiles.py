@@ -24,41 +24,40 @@ def test_both_regions_ship_as_published_data(db):
         assert len(version.source_hash) == 64
 
 
-def test_the_us_policy_resolves_to_its_reviewed_values(db):
+GOLDEN = {
+    "US": {
+        "sms_budget": timedelta(seconds=90),
+        "fallback_reserve": timedelta(seconds=300),
+        "poll_interval": timedelta(seconds=15),
+        "vault_retention": timedelta(days=1),
+        "channel_plan": ChannelPlan.SMS_THEN_EMAIL,
+        "alert_mode": AlertMode.OBSERVE,
+        "consent_required": False,
+    },
+    "EU": {
+        "sms_budget": timedelta(seconds=120),
+        "fallback_reserve": timedelta(seconds=300),
+        "poll_interval": timedelta(seconds=20),
+        "vault_retention": timedelta(hours=1),
+        "channel_plan": ChannelPlan.SMS_THEN_EMAIL,
+        "alert_mode": AlertMode.OBSERVE,
+        "consent_required": True,
+    },
+}
+# Calling codes each region must (and must not) allow an SMS to.
+DESTINATIONS = {"US": ({1}, {33, 44}), "EU": ({33, 49, 353}, {1, 44})}
+
+
+@pytest.mark.parametrize("region", sorted(GOLDEN))
+def test_each_region_resolves_to_its_reviewed_values(db, region):
     load_defaults()
 
-    us = PolicyVersion.objects.get(region="US", status=Status.PUBLISHED)
+    version = PolicyVersion.objects.get(region=region, status=Status.PUBLISHED)
 
-    assert (us.sms_budget, us.fallback_reserve, us.poll_interval) == (
-        timedelta(seconds=90),
-        timedelta(seconds=300),
-        timedelta(seconds=15),
-    )
-    assert (us.channel_plan, us.alert_mode, us.consent_required) == (
-        ChannelPlan.SMS_THEN_EMAIL,
-        AlertMode.OBSERVE,
-        False,
-    )
-    assert us.allowed_sms_country_codes == [1]
-
-
-def test_the_eu_policy_resolves_to_its_reviewed_values(db):
-    load_defaults()
-
-    eu = PolicyVersion.objects.get(region="EU", status=Status.PUBLISHED)
-
-    assert (eu.sms_budget, eu.poll_interval, eu.vault_retention) == (
-        timedelta(seconds=120),
-        timedelta(seconds=20),
-        timedelta(hours=1),
-    )
-    assert (eu.channel_plan, eu.alert_mode, eu.consent_required) == (
-        ChannelPlan.SMS_THEN_EMAIL,
-        AlertMode.OBSERVE,
-        True,
-    )
-    assert {33, 49, 353}.issubset(eu.allowed_sms_country_codes)
-    assert 1 not in eu.allowed_sms_country_codes
+    assert {name: getattr(version, name) for name in GOLDEN[region]} == GOLDEN[region]
+    allowed, refused = DESTINATIONS[region]
+    assert allowed <= set(version.allowed_sms_country_codes)
+    assert not refused & set(version.allowed_sms_country_codes)
 
 
 def test_loading_twice_creates_nothing_new(db):
