@@ -49,10 +49,10 @@ class PolicyVersionAdmin(_ModelAdmin):
         return super().has_change_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: PolicyVersion, form: Any, change: bool) -> None:
-        if not change:
-            obj.number = lifecycle.next_number(obj.region)
-            obj.author = _staff(request)
-        super().save_model(request, obj, form, change)
+        if change:
+            super().save_model(request, obj, form, change)
+        else:
+            lifecycle.insert_draft(obj, author=_staff(request))
 
     @admin.display(description="changes from the previous version")
     def changes_from_previous(self, obj: PolicyVersion) -> str:

@@ -13,6 +13,8 @@ from django.db.models import Max
 
 from policies.models import CONTENT_FIELDS, PolicyVersion, Status
 
+MAX_NUMBER_RACES = 16
+
 
 class PolicyLifecycleError(Exception):
     """A lifecycle step refused; the message says why."""
@@ -25,35 +27,44 @@ def next_number(region: str) -> int:
 
 def draft_from(source: PolicyVersion, *, author: User | None, reason: str) -> PolicyVersion:
     """Create a new draft with ``source``'s content and the region's next number."""
-    content = {name: getattr(source, name) for name in CONTENT_FIELDS}
-    for _ in range(3):
+    draft = PolicyVersion(**{name: getattr(source, name) for name in CONTENT_FIELDS}, reason=reason)
+    return insert_draft(draft, author=author)
+
+
+def insert_draft(draft: PolicyVersion, *, author: User | None) -> PolicyVersion:
+    """Save an unsaved version as a draft under its region's next number."""
+    draft.status, draft.author = Status.DRAFT, author
+    # Each failed insert means another draft of this region took the number: at most
+    # one retry per author drafting at the same moment.
+    for _ in range(MAX_NUMBER_RACES):
+        draft.number = next_number(draft.region)
         try:
             with transaction.atomic():
-                return PolicyVersion.objects.create(
-                    **content,
-                    number=next_number(source.region),
-                    status=Status.DRAFT,
-                    author=author,
-                    reason=reason,
-                )
+                draft.save(force_insert=True)
+            return draft
         except IntegrityError:
             continue  # someone took that number first: take the next one
-    raise PolicyLifecycleError(f"could not allocate a version number for {source.region}")
+    raise PolicyLifecycleError(f"could not allocate a version number for {draft.region}")
 
 
 def approve(version: PolicyVersion, *, approver: User, now: datetime) -> None:
-    """Record the approval of a draft by someone other than its author who may approve."""
+    """Record the approval of a draft, as ``version`` shows it, by someone other than its author.
+
+    ``version`` is the content the approver reviewed: if the draft was edited since,
+    nothing is approved and the approver is asked to review it again.
+    """
     if not approver.has_perm("policies.approve_policyversion"):
         raise PolicyLifecycleError("approving a policy version needs the approver permission")
     if version.author_id is not None and version.author_id == approver.pk:
         raise PolicyLifecycleError("a policy version must be approved by someone other than its author")
-    version.refresh_from_db()  # validate what is stored, not a copy loaded earlier
     version.full_clean()
-    approved = PolicyVersion.objects.filter(pk=version.pk, status=Status.DRAFT).update(
+    # Approve exactly the content reviewed and validated: an edit that landed since makes this 0 rows.
+    validated = {name: getattr(version, name) for name in CONTENT_FIELDS}
+    approved = PolicyVersion.objects.filter(pk=version.pk, status=Status.DRAFT, **validated).update(
         status=Status.APPROVED, approved_by=approver, approved_at=now
     )
     if approved != 1:
-        raise PolicyLifecycleError(f"{version} is no longer a draft")
+        raise PolicyLifecycleError(f"{version} changed or is no longer a draft: review it again")
     version.refresh_from_db()
 
 

@@ -154,7 +154,8 @@ class PolicyVersion(models.Model):
         """Insert a new version, or change a draft; a version that left DRAFT is immutable.
 
         Changing an existing row is a compare-and-set on its status, so an edit can
-        never land after the version was approved (the approver saw what is stored).
+        never land after the approval; approval in turn compares the content it
+        reviewed, so what is approved is exactly what the approver saw.
         """
         if self._state.adding:
             super().save(*args, **kwargs)  # type: ignore[arg-type]

@@ -7,44 +7,18 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connections
 
 from notify import machine, transitions
 from notify.models import Claim, Event, Transition
 from notify.states import Cause, Channel, Normalized, Source, State
 from notify.transitions import Result
+from tests.concurrency import race
 from tests.factories import new_event
 from tests.notify.helpers import claim, drive_to, observe
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-THREADS = 8
 TTL = timedelta(seconds=30)
-
-
-def race(target, count=THREADS):
-    """Run ``target(i)`` in ``count`` threads released together; return their results in order."""
-    barrier = threading.Barrier(count)
-    results = [None] * count
-    errors = []
-
-    def run(i):
-        try:
-            barrier.wait()
-            results[i] = target(i)
-        except Exception as error:  # surfaced below, with the thread's traceback
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
 
 
 def test_racing_receipts_and_claims_end_with_exactly_one_email_claim_per_event(policy, clock):

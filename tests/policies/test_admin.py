@@ -121,3 +121,13 @@ def _form(version):
             value = str(value)
         data[field.attname] = value
     return data
+
+
+def test_adding_a_version_in_admin_makes_a_draft_with_the_next_number(client, staff, policy):
+    client.force_login(staff)
+    form = {**_form(policy), "region": policy.region, "reason": "first EU-style consent for US"}
+
+    client.post(reverse("admin:policies_policyversion_add"), form)
+
+    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    assert (draft.number, draft.author, draft.region) == (policy.number + 1, staff, policy.region)

@@ -94,3 +94,27 @@ def test_a_version_that_left_draft_cannot_be_changed(db, status):
         version.save()
 
     assert PolicyVersion.objects.get(pk=version.pk).sms_budget != version.sms_budget
+
+
+def test_an_edit_after_the_review_voids_the_approval(draft, approver):
+    reviewed = PolicyVersion.objects.get(pk=draft.pk)  # what the approver looked at
+    draft.sms_budget *= 3
+    draft.save()  # the author edits after the review
+
+    with pytest.raises(PolicyLifecycleError, match="review it again"):
+        lifecycle.approve(reviewed, approver=approver, now=T0)
+
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_drafts_each_get_their_own_number():
+    from tests.concurrency import race
+
+    source = PolicyVersionFactory.create()
+
+    drafts = race(lambda i: lifecycle.draft_from(source, author=None, reason=f"draft {i}"))
+
+    numbers = sorted(draft.number for draft in drafts)
+    assert numbers == list(range(source.number + 1, source.number + 1 + len(drafts)))
