@@ -135,6 +135,11 @@ if CELERY_BROKER_URL == "filesystem://":
         "store_processed": False,
     }
 
+CELERY_BEAT_SCHEDULE = {
+    # Retention periods are hours to days long: checking every 10 minutes is plenty.
+    "purge-retained-data": {"task": "notify.purge_retained_data", "schedule": 600.0},
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

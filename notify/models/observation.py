@@ -22,6 +22,8 @@ class Observation(models.Model):
         indexes = [
             # Consumer: the event page's timeline and "last observation".
             models.Index(fields=["event", "recorded_at"], name="observation_event_time_idx"),
+            # Consumer: the retention purge, which ages observations out by recording time.
+            models.Index(fields=["recorded_at"], name="observation_recorded_idx"),
         ]
 
     def __str__(self) -> str:

@@ -162,9 +162,11 @@ def test_it_refuses_an_event_without_the_consent_its_policy_requires(db, clock):
 
     with pytest.raises(EventRefused) as refused:
         create_event(reset_request(), now=clock.now())
+    stored_after_refusal = VaultEntry.objects.count()
     created = create_event(reset_request(consent=True), now=clock.now())
 
     assert refused.value.reason == Refusal.CONSENT_REQUIRED
+    assert stored_after_refusal == 0
     assert created.created
 
 
