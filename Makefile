@@ -11,7 +11,9 @@ BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/reset_delivery_bench
 # Test-only secrets: never used outside the test and bench runs.
 TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	NOTIFY_VAULT_KEYS=UgWBMItqeg32DFaO66oGGC12eKPo0iNjtUu-sNebIlw= \
-	NOTIFY_RECIPIENT_PEPPER=test-only-pepper
+	NOTIFY_RECIPIENT_PEPPER=test-only-pepper \
+	TWILIO_ACCOUNT_SID=AC00000000000000000000000000000000 \
+	TWILIO_AUTH_TOKEN=test-only-twilio-token
 
 .PHONY: install lint typecheck test test-postgres test-sqlite bench demo clean
 

@@ -5,13 +5,14 @@ file under ``var/`` and generated development secrets. Any other database
 means production-like operation, where every secret must be given explicitly.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config import devsecrets
-from config.env import env_bool, env_list, env_optional_str, env_str
+from config.env import env_bool, env_float, env_int, env_list, env_optional_str, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("NOTIFY_VAR_DIR", str(BASE_DIR / "var")))
@@ -36,6 +37,34 @@ NOTIFY_VAULT_KEYS = env_list("NOTIFY_VAULT_KEYS") or [_dev_only("NOTIFY_VAULT_KE
 NOTIFY_RECIPIENT_PEPPER = env_optional_str("NOTIFY_RECIPIENT_PEPPER") or _dev_only(
     "NOTIFY_RECIPIENT_PEPPER", "recipient_pepper"
 )
+
+# Providers. On the embedded default both point at the provider simulator
+# (`manage.py run_simulator`); in production TWILIO_API_BASE is unset (the real API).
+TWILIO_ACCOUNT_SID = env_str("TWILIO_ACCOUNT_SID", "AC" + "5" * 32 if EMBEDDED else "")
+TWILIO_AUTH_TOKEN = env_optional_str("TWILIO_AUTH_TOKEN") or _dev_only("TWILIO_AUTH_TOKEN", "twilio_auth_token")
+TWILIO_API_BASE = env_optional_str("TWILIO_API_BASE") or ("http://127.0.0.1:8025" if EMBEDDED else None)
+# Seconds the SMS client waits for Twilio; past it the outcome is unknown and is recovered by lookup.
+TWILIO_TIMEOUT = env_float("TWILIO_TIMEOUT", 10.0, minimum=0.1)
+# The public address providers call back on; status callback URLs are built from it and
+# signatures are checked against exactly that URL (a proxy in front must not change it).
+PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_int("EMAIL_PORT", 2525 if EMBEDDED else 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=not EMBEDDED)
+# Seconds an SMTP exchange may take; a timeout after DATA is an unknown outcome.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+
+# After an unknown SMS outcome, wait this long before looking the message up, so a
+# message the provider created a moment ago is in its list before absence is concluded.
+NOTIFY_SMS_LOOKUP_DELAY = timedelta(seconds=env_float("NOTIFY_SMS_LOOKUP_DELAY", 2.0, minimum=0))
+
+# The provider simulator's own listening ports (demo, tests, chaos run, benchmarks).
+SIMULATOR_HTTP_PORT = env_int("SIMULATOR_HTTP_PORT", 8025, minimum=0)
+SIMULATOR_SMTP_PORT = env_int("SIMULATOR_SMTP_PORT", 2525, minimum=0)
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 
@@ -135,15 +164,65 @@ if CELERY_BROKER_URL == "filesystem://":
         "store_processed": False,
     }
 
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # An unacknowledged message (a killed worker's, thanks to late acks) comes back after
+    # this long. Our countdowns are at most a poll interval, far below it, so no ETA task
+    # is redelivered early (celery #4400); the sweeper finds anything lost much sooner.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300, minimum=60)}
+
+# At-least-once wake-ups: a task is acknowledged only after it ran (late acks), a task
+# whose worker died is put back (reject on worker lost), and each worker process holds
+# one message at a time (prefetch 1), so a killed process strands at most one wake-up.
+# Running a step twice is harmless: the lease and ``decide`` make the second a no-op.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Our LOGGING config (JSON in production) applies to the worker too.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+
+# The sweeper is the truth behind the broker's wake-up hints: how often it looks for
+# events whose next action is due, how many it takes per batch, and how long an
+# event it re-enqueued rests before it may be re-enqueued again.
+NOTIFY_SWEEP_INTERVAL = env_float("NOTIFY_SWEEP_INTERVAL", 2.0, minimum=0.1)
+NOTIFY_SWEEP_BATCH = env_int("NOTIFY_SWEEP_BATCH", 500, minimum=1)
+NOTIFY_SWEEP_REDELIVER_AFTER = timedelta(seconds=env_float("NOTIFY_SWEEP_REDELIVER_AFTER", 10.0, minimum=1))
+
 CELERY_BEAT_SCHEDULE = {
+    "sweep-due-events": {
+        "task": "notify.sweep",
+        "schedule": NOTIFY_SWEEP_INTERVAL,
+        # A sweep that waited longer than one interval is superseded by the next one.
+        "options": {"expires": NOTIFY_SWEEP_INTERVAL},
+    },
     # Retention periods are hours to days long: checking every 10 minutes is plenty.
     "purge-retained-data": {"task": "notify.purge_retained_data", "schedule": 600.0},
 }
 
+# One line per worker step, callback and transition. JSON in production (one object
+# per line, for the log pipeline), readable key=value lines on the embedded default.
+LOG_FORMAT = env_str("LOG_FORMAT", "text" if EMBEDDED else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger", "message": "event"},
+        },
+        "text": {"()": "config.logformat.ReadableFormatter", "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # The twilio library logs request query strings (a destination number) at INFO.
+        "twilio": {"level": "WARNING"},
+    },
 }

@@ -40,20 +40,34 @@ OBSERVATION_TARGETS: Mapping[tuple[Channel, Normalized], State] = {
 
 # A claim's own life, separate from the workflow: a claim is not an accepted message.
 CLAIM_TRANSITIONS: Mapping[ClaimState, frozenset[ClaimState]] = {
-    ClaimState.CLAIMED: frozenset({ClaimState.SUBMITTING}),
-    # Back to CLAIMED only after a transient error that proves nothing was sent.
+    # FAILED straight from CLAIMED: the worker gave up (attempt limit) before another attempt.
+    ClaimState.CLAIMED: frozenset({ClaimState.SUBMITTING, ClaimState.FAILED}),
+    # Back to CLAIMED only when nothing was sent (a transient error, or a lookup that proved
+    # the message absent), or when the policy resubmits an email after an unknown outcome.
     ClaimState.SUBMITTING: frozenset({ClaimState.ACCEPTED, ClaimState.FAILED, ClaimState.CLAIMED}),
     ClaimState.ACCEPTED: frozenset({ClaimState.DELIVERED, ClaimState.FAILED}),
     ClaimState.DELIVERED: frozenset(),
     ClaimState.FAILED: frozenset(),
 }
 
-OBSERVATION_CLAIM_STATES: Mapping[Normalized, ClaimState] = {
-    Normalized.ACCEPTED: ClaimState.ACCEPTED,
-    Normalized.PENDING: ClaimState.ACCEPTED,
-    Normalized.DELIVERED: ClaimState.DELIVERED,
-    Normalized.REJECTED: ClaimState.FAILED,
-    Normalized.TERMINAL_FAILURE: ClaimState.FAILED,
+# Where an observation puts the channel's claim. An unknown outcome differs per channel
+# (DESIGN, "Unknown outcomes, per channel"): an SMS stays SUBMITTING until a lookup
+# settles it; an email goes back to CLAIMED, to be resubmitted with the same Message-ID.
+OBSERVATION_CLAIM_STATES: Mapping[tuple[Channel, Normalized], ClaimState] = {
+    **{
+        (channel, normalized): claim_state
+        for channel in Channel
+        for normalized, claim_state in (
+            (Normalized.ACCEPTED, ClaimState.ACCEPTED),
+            (Normalized.PENDING, ClaimState.ACCEPTED),
+            (Normalized.DELIVERED, ClaimState.DELIVERED),
+            (Normalized.REJECTED, ClaimState.FAILED),
+            (Normalized.TERMINAL_FAILURE, ClaimState.FAILED),
+            (Normalized.TRANSIENT_ERROR, ClaimState.CLAIMED),
+        )
+    },
+    (Channel.SMS, Normalized.UNKNOWN_OUTCOME): ClaimState.SUBMITTING,
+    (Channel.EMAIL, Normalized.UNKNOWN_OUTCOME): ClaimState.CLAIMED,
 }
 
 

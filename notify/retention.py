@@ -39,8 +39,8 @@ def purge(now: datetime) -> Purged:
         )
         raw += (
             Observation.objects.filter(event__policy=policy, recorded_at__lte=now - policy.raw_payload_retention)
-            .exclude(raw_status="")
-            .update(raw_status="")
+            .exclude(raw_status="", raw_payload="")
+            .update(raw_status="", raw_payload="")
         )
         observations += _delete_in_batches(
             Observation.objects.filter(event__policy=policy, recorded_at__lte=now - policy.observation_retention)

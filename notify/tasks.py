@@ -1,11 +1,62 @@
-"""Celery tasks. Arguments are ids only, never personal data."""
+"""Celery tasks. Arguments are event ids only, never personal data."""
 
 import dataclasses
+import logging
+import os
+import socket
 
 from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from kombu.exceptions import OperationalError
 
-from notify import retention
+from notify import retention, sweeper, worker
 from notify.clock import system_clock
+from notify.transports import configured
+
+log = logging.getLogger("notify.tasks")
+
+_HOST = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@shared_task(name="notify.advance")
+def advance(event_id: str) -> str:
+    """Do what is due for one event now, then schedule its next wake-up."""
+    owner = f"{_HOST}:{advance.request.id or 'inline'}"
+    report = worker.advance(event_id, transports=configured(), clock=system_clock, owner=owner)
+    if report.wake_after is not None:
+        wake(event_id, countdown=report.wake_after.total_seconds())
+    return report.outcome
+
+
+def wake(event_id: str, *, countdown: float = 0.0) -> None:
+    """Enqueue a wake-up for the event once the current transaction (if any) commits.
+
+    Only a hint: if the broker is unreachable the event is still due in the database
+    and the sweeper enqueues it later, so a failed send is logged, not raised.
+    """
+
+    def send() -> None:
+        try:
+            advance.apply_async((event_id,), countdown=countdown)
+        except OperationalError as error:
+            log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
+
+    transaction.on_commit(send)
+
+
+@shared_task(name="notify.sweep")
+def sweep() -> dict[str, int]:
+    """Expire or re-enqueue due events whose wake-up was lost (run by beat)."""
+    swept = sweeper.sweep(
+        system_clock.now(),
+        enqueue=wake,
+        batch=settings.NOTIFY_SWEEP_BATCH,
+        redeliver_after=settings.NOTIFY_SWEEP_REDELIVER_AFTER,
+    )
+    if swept.enqueued or swept.expired:
+        log.info("sweep", extra=dataclasses.asdict(swept))
+    return dataclasses.asdict(swept)
 
 
 @shared_task(name="notify.purge_retained_data")

@@ -7,6 +7,7 @@ is, or stops. Nothing here checks in Python and then writes unconditionally.
 """
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,8 @@ from django.db.models.functions import Coalesce
 from notify import machine, rows
 from notify.models import Claim, Event, claim_key
 from notify.states import Cause, Channel, ClaimState, Normalized, Source, State
+
+log = logging.getLogger("notify.transitions")
 
 # Each lost race means another writer moved the event along the table, whose longest
 # path is four transitions; more losses than this mean something bypasses the table.
@@ -60,6 +63,11 @@ class ObservationInput:
     provider_time: datetime | None = None
     provider_ref: str = ""
     note: str = ""
+    raw_payload: str = ""
+    dedup_key: str = ""
+    # When the channel's next attempt is due, for outcomes that leave one to make
+    # (a transient error, an unknown outcome); None means "as soon as possible".
+    retry_at: datetime | None = None
 
 
 class TransitionRaceError(RuntimeError):
@@ -184,8 +192,20 @@ def _apply(
         change = plan(loaded)
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
         if rows.commit(write):
-            result = Result.NOT_ALLOWED if change is None else Result.APPLIED
-            return Outcome(result, after)
+            if change is None:
+                return Outcome(Result.NOT_ALLOWED, after)
+            log.info(
+                "transition",
+                extra={
+                    "event_id": event_id,
+                    "from_state": loaded.event.state,
+                    "to_state": change.to_state.value,
+                    "version": after.version,
+                    "cause": change.cause.value,
+                    "actor": actor,
+                },
+            )
+            return Outcome(Result.APPLIED, after)
         loaded = None
     raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
 
@@ -228,8 +248,10 @@ def _write(
         fields["last_observation_at"] = now
         claim_move = _claim_move(loaded, observation, now)
         if claim_move is not None:
-            moved = claims[observation.channel]
-            claims[observation.channel] = machine.ClaimSnapshot(str(claim_move.fields["state"]), moved.next_attempt_at)
+            claims[observation.channel] = machine.ClaimSnapshot(
+                str(claim_move.fields["state"]),
+                claim_move.fields.get("next_attempt_at"),  # type: ignore[arg-type]
+            )
     decision = machine.decide(after, claims, loaded.policy, now)
     fields |= {"next_action": decision.action.value, "next_action_at": decision.due_at, "act_by": decision.act_by}
     write = rows.Write(
@@ -280,6 +302,8 @@ def _observation_row(
         "caused_transition": caused,
         "actor": actor,
         "note": observation.note,
+        "raw_payload": observation.raw_payload,
+        "dedup_key": observation.dedup_key,
     }
 
 
@@ -287,27 +311,36 @@ def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetim
     """Return the claim's move to what the provider reported, if its own table allows one.
 
     The predecessor set goes into the WHERE clause, so two racing receipts cannot
-    both move it and a late one cannot move it backwards. Claim states only move
-    forward, so a claim already at the target or at a final state needs no write.
+    both move it and a late one cannot move it backwards. An outcome that leaves the
+    claim where it is (an SMS still unknown) only reschedules its next attempt.
     """
-    target = machine.OBSERVATION_CLAIM_STATES.get(observation.normalized)
+    target = machine.OBSERVATION_CLAIM_STATES.get((observation.channel, observation.normalized))
     current = loaded.claims.get(observation.channel)
-    if target is None or current is None or current.state == target:
+    if target is None or current is None:
         return None
-    if machine.is_final_claim(ClaimState(current.state)):
-        return None
-    predecessors = [state.value for state, targets in machine.CLAIM_TRANSITIONS.items() if target in targets]
     fields: dict[str, object] = {"state": target.value, "updated_at": now}
+    if target in (ClaimState.CLAIMED, ClaimState.SUBMITTING):
+        fields["next_attempt_at"] = observation.retry_at
+    if current.state == target:
+        if "next_attempt_at" not in fields:
+            return None
+        predecessors = [target.value]
+    elif target in machine.CLAIM_TRANSITIONS[ClaimState(current.state)]:
+        predecessors = [state.value for state, targets in machine.CLAIM_TRANSITIONS.items() if target in targets]
+    else:
+        return None
     if observation.provider_ref:
         fields["provider_ref"] = observation.provider_ref
     return rows.ClaimMove(observation.channel, predecessors, fields)
 
 
-def begin_submit(event_id: str, channel: Channel, *, now: datetime, lease: Lease) -> bool:
+def begin_submit(
+    event_id: str, channel: Channel, *, now: datetime, lease: Lease, known: rows.Loaded | None = None
+) -> rows.Loaded | None:
     """Record the intent to call the provider (claim ``claimed -> submitting``) before calling it.
 
-    Returns False when the lease was lost or the claim is not waiting to be sent; the
-    caller must then not call the provider. Commit this before the remote call: a
+    Returns the event as it now is, or None when the lease was lost or the claim is
+    not waiting to be sent; the caller must then not call the provider. Commit this before the remote call: a
     worker that dies mid-call leaves the claim SUBMITTING, and whoever comes next
     recovers (looks the message up) instead of sending it again.
     """
@@ -316,7 +349,7 @@ def begin_submit(event_id: str, channel: Channel, *, now: datetime, lease: Lease
         # is committed, and then finds the claim SUBMITTING.
         held = Event.objects.select_for_update().filter(pk=event_id, lease_token=lease.token).values_list("pk")
         if not list(held):
-            return False
+            return None
         updated = Claim.objects.filter(event_id=event_id, channel=channel, state=ClaimState.CLAIMED).update(
             state=ClaimState.SUBMITTING,
             attempts=F("attempts") + 1,
@@ -324,7 +357,12 @@ def begin_submit(event_id: str, channel: Channel, *, now: datetime, lease: Lease
             next_attempt_at=None,
             updated_at=now,
         )
-        return updated == 1
+    if updated != 1:
+        return None
+    base = known if known is not None else rows.load(event_id)
+    return dataclasses.replace(
+        base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value)}
+    )
 
 
 def take_lease(event_id: str, owner: str, *, now: datetime, ttl: timedelta) -> Lease | None:

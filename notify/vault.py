@@ -41,7 +41,7 @@ def seal(destinations: Destinations) -> bytes:
     return _cipher().encrypt(plain.encode())
 
 
-def unseal(ciphertext: bytes) -> Destinations:
+def unseal(ciphertext: bytes | memoryview) -> Destinations:
     return Destinations(**json.loads(_cipher().decrypt(bytes(ciphertext))))
 
 

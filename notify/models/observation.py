@@ -17,8 +17,19 @@ class Observation(models.Model):
     caused_transition = models.BooleanField(default=False)
     actor = models.CharField(max_length=128, blank=True)
     note = models.TextField(blank=True)
+    # The provider's payload with everything but an allowlist of status fields removed
+    # at the adapter boundary (no To, From or Body), as JSON text; purged with raw_status.
+    raw_payload = models.TextField(blank=True)
+    # Identifies a provider report that may arrive more than once (a retried or duplicated
+    # webhook): the same (message, status) pair is stored once per event.
+    dedup_key = models.CharField(max_length=100, blank=True)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["event", "dedup_key"], condition=~models.Q(dedup_key=""), name="observation_dedup_unique"
+            ),
+        ]
         indexes = [
             # Consumer: the event page's timeline and "last observation".
             models.Index(fields=["event", "recorded_at"], name="observation_event_time_idx"),

@@ -1,0 +1,91 @@
+"""Provider callbacks: Twilio's SMS status webhook.
+
+Verified with the twilio library's signature validator (403, nothing recorded,
+on a bad or missing signature), redacted to an allowlist of status fields,
+deduplicated per (message, status), and applied through the same transition
+function as every other observation. It answers in two statements or so.
+"""
+
+import json
+import logging
+import time
+
+from django.conf import settings
+from django.db import IntegrityError
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from twilio.request_validator import RequestValidator
+
+from notify import machine, tasks, transitions
+from notify.clock import system_clock
+from notify.models import Event, Observation
+from notify.states import Channel, Source
+from notify.transitions import ObservationInput
+from notify.transports.twilio_sms import normalize
+from notify.worker import sms_callback_url
+
+log = logging.getLogger("notify.callbacks")
+
+ACTOR = "twilio-callback"
+# Only these fields of the payload are kept; To, From, Body and anything new are dropped.
+KEPT_FIELDS = ("MessageSid", "SmsSid", "MessageStatus", "SmsStatus", "ErrorCode", "AccountSid", "ApiVersion")
+
+
+@csrf_exempt  # Not a browser form: authenticity comes from the provider's signature.
+@require_POST
+def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
+    started = time.monotonic()
+    params = {key: request.POST[key] for key in request.POST}
+    # The signature covers the URL we gave Twilio, so check against exactly that, not
+    # whatever host and scheme a proxy in front of us reports.
+    signature = request.headers.get("X-Twilio-Signature", "")
+    if not signature or not RequestValidator(settings.TWILIO_AUTH_TOKEN).validate(
+        sms_callback_url(event_id), params, signature
+    ):
+        log.warning("callback_refused", extra={"event_id": event_id, "reason": "bad_signature"})
+        return HttpResponse("invalid signature", status=403, content_type="text/plain")
+    sid = params.get("MessageSid") or params.get("SmsSid", "")
+    status = params.get("MessageStatus") or params.get("SmsStatus", "")
+    if not sid or not status:
+        return HttpResponse("MessageSid and MessageStatus are required", status=400, content_type="text/plain")
+    if not Event.objects.filter(pk=event_id).exists():
+        return HttpResponse("no such event", status=404, content_type="text/plain")
+    dedup_key = f"{sid}:{status}"[:100]
+    if Observation.objects.filter(event_id=event_id, dedup_key=dedup_key).exists():
+        return _answer(event_id, status, "duplicate", started)
+    observation = ObservationInput(
+        Channel.SMS,
+        Source.CALLBACK,
+        normalize(status),
+        raw_status=status[:64],
+        provider_ref=sid[:64],
+        raw_payload=json.dumps({key: params[key] for key in KEPT_FIELDS if key in params}, sort_keys=True),
+        dedup_key=dedup_key,
+    )
+    now = system_clock.now()
+    try:
+        outcome = transitions.record_observation(event_id, observation, now=now, actor=ACTOR)
+    except IntegrityError:
+        # The same report, racing itself: the other copy was stored, this one wrote nothing.
+        return _answer(event_id, status, "duplicate", started)
+    after = outcome.after
+    decision = machine.decide(after.event, after.claims, after.policy, now)
+    if outcome.applied and decision.due_at is not None and decision.due_at <= now:
+        # e.g. a terminal failure: the fallback may be claimed now, not at the next poll.
+        tasks.wake(event_id)
+    return _answer(event_id, status, outcome.result.value, started, state=after.event.state, version=after.version)
+
+
+def _answer(event_id: str, status: str, result: str, started: float, **fields: object) -> HttpResponse:
+    log.info(
+        "callback",
+        extra={
+            "event_id": event_id,
+            "raw_status": status,
+            "outcome": result,
+            "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            **fields,
+        },
+    )
+    return HttpResponse(status=204)

@@ -1,0 +1,69 @@
+"""The sweeper: the database's schedule is the truth, broker messages are only hints.
+
+Every event stores when its next action is due (``next_action_at``). The sweeper
+finds those that are due and not held by a live lease, expires the ones past their
+reset expiry and re-enqueues the rest, so a lost broker message, a killed worker
+or a broker restart delays work but never loses it.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+
+from notify import transitions
+from notify.models import Event
+
+SWEEPER = "sweeper"
+# Batches per sweep: bounds one sweep's run time; the next sweep continues.
+MAX_BATCHES = 20
+
+
+@dataclass(frozen=True)
+class Swept:
+    enqueued: int
+    expired: int
+
+
+def sweep(now: datetime, *, enqueue: Callable[[str], None], batch: int, redeliver_after: timedelta) -> Swept:
+    """Expire or re-enqueue every due event whose lease is free or expired.
+
+    1. Take a batch of due, unleased events, oldest due first, skipping rows another
+       sweeper has locked (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), and push their
+       ``next_action_at`` forward by ``redeliver_after`` in the same transaction, so
+       the next sweep does not enqueue again an event merely waiting in the queue. If
+       that wake-up is lost too, the event comes due again then. The worker's next
+       write replaces the pushed time with what ``decide`` says.
+    2. After commit: expire those past their reset expiry here (a backlog of wake-ups
+       must not keep an expired event open), enqueue the others.
+    """
+    enqueued = expired = 0
+    for _ in range(MAX_BATCHES):
+        due = _claim_batch(now, batch, redeliver_after)
+        for event_id, expires_at in due:
+            if expires_at <= now:
+                outcome = transitions.expire(event_id, now=now, actor=SWEEPER)
+                expired += outcome.applied
+            else:
+                enqueue(event_id)
+                enqueued += 1
+        if len(due) < batch:
+            break
+    return Swept(enqueued, expired)
+
+
+def _claim_batch(now: datetime, batch: int, redeliver_after: timedelta) -> list[tuple[str, datetime]]:
+    with transaction.atomic():
+        # Uses event_open_due_idx (partial: next_action_at IS NOT NULL). Rows locked by a
+        # concurrent sweeper are skipped, not waited for: two sweepers split the work.
+        due = list(
+            Event.objects.select_for_update(skip_locked=True)
+            .filter(next_action_at__lte=now)
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+            .order_by("next_action_at")
+            .values_list("pk", "expires_at")[:batch]
+        )
+        Event.objects.filter(pk__in=[event_id for event_id, _ in due]).update(next_action_at=now + redeliver_after)
+    return due

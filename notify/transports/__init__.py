@@ -1,0 +1,73 @@
+"""Transport adapters behind one narrow interface (``base``), and the set the worker uses.
+
+Every adapter call is wrapped so that it refuses to run inside a DB transaction:
+intent is committed before a remote call and the outcome recorded after it
+(DESIGN rule 7). The guard is always on, not only in tests: it is one attribute read.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import ParamSpec, TypeVar
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import connection
+
+from notify.transports.base import EmailTransport, Receipt, SmsMessage, SmsTransport
+from notify.transports.smtp_email import SmtpEmail
+from notify.transports.twilio_client import make_client
+from notify.transports.twilio_sms import TwilioSms
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TransactionOpenError(AssertionError):
+    """A remote call was attempted with a DB transaction open."""
+
+
+def outside_transaction(call: Callable[P, R]) -> Callable[P, R]:
+    """Return ``call``, refusing to run while the default connection is inside a transaction."""
+
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        if connection.in_atomic_block:
+            raise TransactionOpenError(f"{call.__qualname__} called inside a DB transaction")
+        return call(*args, **kwargs)
+
+    return guarded
+
+
+class GuardedSms:
+    def __init__(self, inner: SmsTransport) -> None:
+        self.submit: Callable[[SmsMessage], Receipt] = outside_transaction(inner.submit)
+        self.fetch: Callable[[str], Receipt] = outside_transaction(inner.fetch)
+        self.find: Callable[[SmsMessage, datetime], Receipt | None] = outside_transaction(inner.find)
+
+
+class GuardedEmail:
+    def __init__(self, inner: EmailTransport) -> None:
+        self.send: Callable[[EmailMessage], Receipt] = outside_transaction(inner.send)
+
+
+@dataclass(frozen=True)
+class Transports:
+    sms: SmsTransport
+    email: EmailTransport
+
+    @classmethod
+    def guarded(cls, sms: SmsTransport, email: EmailTransport) -> "Transports":
+        return cls(GuardedSms(sms), GuardedEmail(email))
+
+
+@cache
+def configured() -> Transports:
+    """Return the transports the settings describe (one Twilio client per process)."""
+    client = make_client(
+        settings.TWILIO_ACCOUNT_SID,
+        settings.TWILIO_AUTH_TOKEN,
+        api_base=settings.TWILIO_API_BASE,
+        timeout=settings.TWILIO_TIMEOUT,
+    )
+    return Transports.guarded(TwilioSms(client), SmtpEmail())
