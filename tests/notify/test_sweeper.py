@@ -1,0 +1,99 @@
+"""The sweeper: due events are found again whatever happened to their wake-up."""
+
+from datetime import timedelta
+
+import pytest
+
+from notify import sweeper, transitions
+from notify.models import Event, Transition
+from notify.states import State
+from tests.concurrency import race
+from tests.factories import new_event
+from tests.notify.helpers import drive_to, seconds
+
+REDELIVER = timedelta(seconds=10)
+
+
+def sweep(now, *, batch=100):
+    enqueued = []
+    swept = sweeper.sweep(now, enqueue=enqueued.append, batch=batch, redeliver_after=REDELIVER)
+    return swept, enqueued
+
+
+def test_a_due_event_is_enqueued_and_rests_before_it_can_be_enqueued_again(policy, clock):
+    event = new_event(clock.now())
+
+    swept, enqueued = sweep(clock.now())
+    _, enqueued_again = sweep(clock.now() + seconds(1))
+
+    assert (swept.enqueued, enqueued) == (1, [event.id])
+    assert Event.objects.get(pk=event.id).next_action_at == clock.now() + REDELIVER
+    assert enqueued_again == []
+
+
+def test_an_event_whose_wake_up_was_lost_is_enqueued_again_after_the_rest(policy, clock):
+    event = new_event(clock.now())
+    sweep(clock.now())
+
+    _, enqueued = sweep(clock.now() + REDELIVER)
+
+    assert enqueued == [event.id]
+
+
+def test_an_event_not_yet_due_is_left_alone(policy, clock):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+
+    _, enqueued = sweep(clock.now() + policy.poll_interval - seconds(1))
+
+    assert enqueued == []
+    assert Event.objects.get(pk=event.id).next_action_at == clock.now() + policy.poll_interval
+
+
+def test_an_event_held_by_a_live_lease_is_skipped_until_the_lease_expires(policy, clock):
+    event = new_event(clock.now())
+    transitions.take_lease(event.id, "busy-worker", now=clock.now(), ttl=seconds(30))
+
+    _, while_held = sweep(clock.now() + seconds(29))
+    _, after_expiry = sweep(clock.now() + seconds(30))
+
+    assert (while_held, after_expiry) == ([], [event.id])
+
+
+def test_an_event_past_its_expiry_is_expired_by_the_sweeper_itself(policy, clock):
+    event = new_event(clock.now())
+
+    swept, enqueued = sweep(event.expires_at)
+
+    assert (swept.expired, enqueued) == (1, [])
+    expired = Event.objects.get(pk=event.id)
+    assert (expired.state, expired.next_action_at) == (State.EXPIRED, None)
+    last = Transition.objects.filter(event=event).latest("version")
+    assert (last.to_state, last.actor) == (State.EXPIRED, sweeper.SWEEPER)
+
+
+def test_terminal_events_are_never_swept(policy, clock):
+    drive_to(new_event(clock.now()), State.SMS_DELIVERED, clock.now())
+
+    _, enqueued = sweep(clock.now() + timedelta(days=1))
+
+    assert enqueued == []
+
+
+def test_a_backlog_larger_than_one_batch_is_swept_in_one_pass(policy, clock):
+    events = {new_event(clock.now()).id for _ in range(7)}
+
+    swept, enqueued = sweep(clock.now(), batch=3)
+
+    assert swept.enqueued == 7
+    assert set(enqueued) == events
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sweepers_split_the_due_events_without_overlap(policy, clock):
+    events = {new_event(clock.now()).id for _ in range(40)}
+
+    results = race(lambda i: sweep(clock.now(), batch=5)[1])
+
+    swept = [event_id for result in results for event_id in result]
+    assert sorted(swept) == sorted(events)
