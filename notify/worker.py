@@ -54,7 +54,9 @@ def sms_callback_url(event_id: str) -> str:
     return settings.PUBLIC_BASE_URL + reverse("sms-status-callback", args=[event_id])
 
 
-def advance(event_id: str, *, transports: Transports, clock: Clock, owner: str) -> StepReport:
+def advance(
+    event_id: str, *, transports: Transports, clock: Clock, owner: str, max_actions: int = MAX_ACTIONS_PER_STEP
+) -> StepReport:
     """Do every action due now for the event, then return when the next one is due.
 
     1. Read the event; if nothing is due, stop without touching the lease.
@@ -81,7 +83,7 @@ def advance(event_id: str, *, transports: Transports, clock: Clock, owner: str) 
     done: list[NextAction] = []
     outcome = "done"
     try:
-        for _ in range(MAX_ACTIONS_PER_STEP):
+        for _ in range(max_actions):
             decision = machine.decide(known.event, known.claims, known.policy, now)
             if not _due(decision, now):
                 break
@@ -260,25 +262,46 @@ def _submit_email(
 ) -> rows.Loaded:
     """Send the fallback email; retry under the same Message-ID until the attempt policy stops it."""
     policy = known.policy
+    if known.claims[Channel.EMAIL].state == ClaimState.SUBMITTING:
+        # A worker died mid-send. SMTP has no lookup: record the outcome as unknown
+        # (which puts the claim back to CLAIMED) before anything is sent again.
+        interrupted = ObservationInput(
+            Channel.EMAIL, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, raw_status="interrupted", retry_at=now
+        )
+        return _unless_exhausted(event_id, interrupted, known, lease, now)
     message = messages.reset_email(event_id, policy, _destinations(event_id), known.event.expires_at)
     known = _begin(event_id, Channel.EMAIL, known, lease, now)
     try:
         observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, transports.email.send(message))
     except TransportError as error:
         observation = _from_error(Channel.EMAIL, Source.SUBMIT, error, now + policy.email_backoff)
-    # The outcome is recorded as it was (an unknown outcome included) before any give-up.
+    return _unless_exhausted(event_id, observation, known, lease, now)
+
+
+def _unless_exhausted(
+    event_id: str, observation: ObservationInput, known: rows.Loaded, lease: Lease, now: datetime
+) -> rows.Loaded:
+    """Record an email outcome as it was, then fail the channel if the policy allows no further attempt.
+
+    The outcome (an unknown one included) is on record before any give-up, so every
+    physical email beyond the first is explained by a recorded unknown outcome.
+    """
     known = _observe(event_id, observation, known, lease, now)
     if known.claims[Channel.EMAIL].state != ClaimState.CLAIMED:
         return known
+    policy = known.policy
     attempts = _claim(event_id, Channel.EMAIL).attempts
-    unknown_not_resent = observation.normalized == Normalized.UNKNOWN_OUTCOME and not policy.resubmit_unknown_email
-    if attempts < policy.email_attempt_limit and not unknown_not_resent:
+    if observation.normalized == Normalized.UNKNOWN_OUTCOME and not policy.resubmit_unknown_email:
+        reason = "unknown_not_resubmitted"
+    elif attempts >= policy.email_attempt_limit:
+        reason = "attempt_limit_reached"
+    else:
         return known
     give_up = ObservationInput(
         Channel.EMAIL,
         Source.SUBMIT,
         Normalized.TERMINAL_FAILURE,
-        raw_status="unknown_not_resubmitted" if unknown_not_resent else "attempt_limit_reached",
+        raw_status=reason,
         note=f"gave up after {attempts} attempt(s)",
     )
     return _observe(event_id, give_up, known, lease, now)
