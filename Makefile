@@ -33,7 +33,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy .
 
 test-postgres: $(STAMP)
-	$(TEST_ENV) DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
+	$(TEST_ENV) DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=redis://127.0.0.1:6379/15 $(BIN)/pytest
 
 # The embedded default must stay honest: the core runs on SQLite too (without the
 # PostgreSQL-only concurrency proofs), in a scratch var/ so it never touches the demo's.
@@ -46,11 +46,10 @@ test: lint typecheck test-postgres test-sqlite
 bench: $(STAMP)
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run
 
+# Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
+# simulator and a feeder of demo events. Ctrl-C stops them all.
 demo: $(STAMP)
-	env -u DATABASE_URL $(BIN)/python manage.py migrate --no-input
-	env -u DATABASE_URL $(BIN)/python manage.py load_policies
-	env -u DATABASE_URL $(BIN)/python manage.py demo_setup
-	env -u DATABASE_URL $(BIN)/python manage.py runserver 127.0.0.1:8000
+	PATH="$(abspath $(BIN)):$$PATH" deploy/demo.sh
 
 clean:
 	rm -rf var/test-sqlite .mypy_cache .ruff_cache .pytest_cache

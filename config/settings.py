@@ -38,11 +38,17 @@ NOTIFY_RECIPIENT_PEPPER = env_optional_str("NOTIFY_RECIPIENT_PEPPER") or _dev_on
     "NOTIFY_RECIPIENT_PEPPER", "recipient_pepper"
 )
 
+# The provider simulator's own listening ports (demo, tests, chaos run, benchmarks).
+SIMULATOR_HTTP_PORT = env_int("SIMULATOR_HTTP_PORT", 8025, minimum=0)
+SIMULATOR_SMTP_PORT = env_int("SIMULATOR_SMTP_PORT", 2525, minimum=0)
+
 # Providers. On the embedded default both point at the provider simulator
 # (`manage.py run_simulator`); in production TWILIO_API_BASE is unset (the real API).
 TWILIO_ACCOUNT_SID = env_str("TWILIO_ACCOUNT_SID", "AC" + "5" * 32 if EMBEDDED else "")
 TWILIO_AUTH_TOKEN = env_optional_str("TWILIO_AUTH_TOKEN") or _dev_only("TWILIO_AUTH_TOKEN", "twilio_auth_token")
-TWILIO_API_BASE = env_optional_str("TWILIO_API_BASE") or ("http://127.0.0.1:8025" if EMBEDDED else None)
+TWILIO_API_BASE = env_optional_str("TWILIO_API_BASE") or (
+    f"http://127.0.0.1:{SIMULATOR_HTTP_PORT}" if EMBEDDED else None
+)
 # Seconds the SMS client waits for Twilio; past it the outcome is unknown and is recovered by lookup.
 TWILIO_TIMEOUT = env_float("TWILIO_TIMEOUT", 10.0, minimum=0.1)
 # The public address providers call back on; status callback URLs are built from it and
@@ -51,7 +57,7 @@ PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/"
 
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
-EMAIL_PORT = env_int("EMAIL_PORT", 2525 if EMBEDDED else 25, minimum=1)
+EMAIL_PORT = env_int("EMAIL_PORT", SIMULATOR_SMTP_PORT if EMBEDDED else 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=not EMBEDDED)
@@ -62,9 +68,6 @@ EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
 # message the provider created a moment ago is in its list before absence is concluded.
 NOTIFY_SMS_LOOKUP_DELAY = timedelta(seconds=env_float("NOTIFY_SMS_LOOKUP_DELAY", 2.0, minimum=0))
 
-# The provider simulator's own listening ports (demo, tests, chaos run, benchmarks).
-SIMULATOR_HTTP_PORT = env_int("SIMULATOR_HTTP_PORT", 8025, minimum=0)
-SIMULATOR_SMTP_PORT = env_int("SIMULATOR_SMTP_PORT", 2525, minimum=0)
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 
@@ -155,12 +158,14 @@ STATIC_ROOT = VAR_DIR / "static"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "broker"
-    for _sub in ("in", "processed"):
+    for _sub in ("in", "processed", "control"):
         (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir / "in"),
         "data_folder_out": str(_queue_dir / "in"),
         "processed_folder": str(_queue_dir / "processed"),
+        # Broadcast (remote control) exchanges: under var/, not the working directory.
+        "control_folder": str(_queue_dir / "control"),
         "store_processed": False,
     }
 

@@ -6,6 +6,8 @@ from django.db import connection
 from notify.clock import FakeClock
 from tests.factories import PolicyVersionFactory
 
+pytest_plugins = ["tests.simulator_process"]
+
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 

@@ -15,7 +15,7 @@ REDELIVER = timedelta(seconds=10)
 
 
 def sweep(now, *, batch=100):
-    enqueued = []
+    enqueued: list[str] = []
     swept = sweeper.sweep(now, enqueue=enqueued.append, batch=batch, redeliver_after=REDELIVER)
     return swept, enqueued
 

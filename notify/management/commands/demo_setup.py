@@ -1,5 +1,6 @@
 """Prepare the embedded demo: a console login that is printed once."""
 
+import os
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -20,4 +21,5 @@ class Command(BaseCommand):
         if created:
             user.set_password(DEMO_PASSWORD)
             user.save()
-        self.stdout.write(f"Demo login: {DEMO_USERNAME} / {DEMO_PASSWORD} at http://127.0.0.1:8000/admin/")
+        port = os.environ.get("DEMO_PORT", "8000")
+        self.stdout.write(f"Demo login: {DEMO_USERNAME} / {DEMO_PASSWORD} at http://127.0.0.1:{port}/")

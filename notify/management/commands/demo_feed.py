@@ -1,0 +1,86 @@
+"""Feed the demo a steady stream of reset requests, as services would.
+
+Destinations are random fictional numbers and addresses; what happens to each
+message (delivered, failed, slow, never confirmed, an unknown outcome) is the
+provider simulator's per-region profile, so the console shows a realistic mix.
+"""
+
+import random
+import signal
+import time
+import uuid
+from datetime import timedelta
+from types import FrameType
+from typing import Any
+
+import phonenumbers
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from notify import tasks
+from notify.clock import system_clock
+from notify.events import EventRefused, ResetRequest, create_event
+from notify.simulator.control import SimulatorControl
+
+# Region -> the countries its fictional subscribers live in.
+COUNTRIES = {"US": ["US"], "EU": ["DE", "FR", "NL", "ES", "IT"]}
+
+
+def fictional_phone(rng: random.Random, country: str) -> str:
+    """Return a valid number for ``country``: its example mobile number with the last digits varied."""
+    example = phonenumbers.example_number_for_type(country, phonenumbers.PhoneNumberType.MOBILE)
+    assert example is not None
+    digits = str(example.national_number)
+    while True:
+        candidate = phonenumbers.PhoneNumber(
+            country_code=example.country_code, national_number=int(digits[:-4] + f"{rng.randrange(10_000):04d}")
+        )
+        if phonenumbers.is_valid_number(candidate):
+            return phonenumbers.format_number(candidate, phonenumbers.PhoneNumberFormat.E164)
+
+
+class Command(BaseCommand):
+    help = "Create demo reset requests at a steady rate until stopped (Ctrl-C)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--rate", type=float, default=0.5, help="events per second (default 0.5)")
+        parser.add_argument("--ttl", type=int, default=600, help="reset link lifetime in seconds (default 600)")
+        parser.add_argument("--seed", type=int, default=None)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["rate"] <= 0:
+            raise SystemExit("demo_feed: --rate must be positive")
+        rng = random.Random(options["seed"])
+        simulator = f"http://127.0.0.1:{settings.SIMULATOR_HTTP_PORT}"
+        SimulatorControl(simulator).wait_until_up(timeout=60)
+        running = True
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            nonlocal running
+            running = False
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        created = 0
+        while running:
+            region = rng.choice(list(COUNTRIES))
+            request = ResetRequest(
+                service="demo-feed",
+                client_key=str(uuid.UUID(int=rng.getrandbits(128))),
+                region=region,
+                purpose="password_reset",
+                phone=fictional_phone(rng, rng.choice(COUNTRIES[region])),
+                email=f"subscriber.{rng.randrange(10**8)}@example.org",
+                reset_url=f"https://accounts.example.org/reset/{uuid.uuid4().hex}",
+                ttl=timedelta(seconds=options["ttl"]),
+                consent=True,
+            )
+            try:
+                event = create_event(request, now=system_clock.now()).event
+            except EventRefused as refused:
+                self.stderr.write(f"demo_feed: refused ({refused.reason}): {refused.message}")
+            else:
+                tasks.wake(event.id)
+                created += 1
+                self.stdout.write(f"demo_feed: created {event.id} ({region}), {created} so far")
+            time.sleep(rng.expovariate(options["rate"]))

@@ -1,0 +1,54 @@
+"""Name the behaviours a simulated provider can show, one enum per protocol step."""
+
+from enum import StrEnum
+
+
+class CreateFault(StrEnum):
+    """What the Messages API does with one create call."""
+
+    ACCEPT = "accept"
+    REJECT = "reject"
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    ACCEPT_THEN_500 = "accept_then_500"
+    ACCEPT_THEN_DROP = "accept_then_drop"
+    HANG = "hang"
+
+    @property
+    def accepts(self) -> bool:
+        """Return whether the message is stored and counted, whatever the client then sees."""
+        return self not in {CreateFault.REJECT, CreateFault.RATE_LIMITED, CreateFault.SERVER_ERROR}
+
+
+class CallbackFault(StrEnum):
+    """How the status callbacks of one message reach its StatusCallback URL."""
+
+    NORMAL = "normal"
+    DROP = "drop"
+    DUPLICATE = "duplicate"
+    REORDER = "reorder"
+    DELAY = "delay"
+
+
+class SmtpFault(StrEnum):
+    """What the SMTP sink answers to one message's DATA."""
+
+    ACCEPT = "accept"
+    TEMP_FAIL = "temp_fail"
+    PERM_FAIL = "perm_fail"
+    DROP_AFTER_DATA = "drop_after_data"
+    HANG = "hang"
+
+    @property
+    def accepts(self) -> bool:
+        """Return whether the message is counted, whatever the client then sees."""
+        return self not in {SmtpFault.TEMP_FAIL, SmtpFault.PERM_FAIL}
+
+
+class Outcome(StrEnum):
+    """How an accepted SMS ends, as drawn from a region's outcome weights."""
+
+    DELIVERED = "delivered"
+    UNDELIVERED = "undelivered"
+    FAILED = "failed"
+    NO_RECEIPT = "no_receipt"

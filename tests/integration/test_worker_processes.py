@@ -1,0 +1,128 @@
+"""Events flow end to end through real processes: Celery workers on Redis and PostgreSQL,
+the provider simulator, signed callbacks into the live web server."""
+
+from datetime import timedelta
+
+import pytest
+
+from notify import tasks
+from notify.models import Event, Observation, Transition
+from notify.states import Cause, Channel, Normalized, State
+from policies.models import ChannelPlan
+from tests.factories import PolicyVersionFactory, new_event
+from tests.integration.processes import wait_for
+from tests.notify.workers import next_phone
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+TERMINAL = {State.SMS_DELIVERED, State.EMAIL_ACCEPTED, State.EMAIL_FAILED, State.EXPIRED, State.SMS_FAILED}
+
+
+def seconds(n):
+    return timedelta(seconds=n)
+
+
+def fast_policy(**fields):
+    """A policy on a seconds scale, so a whole event life fits in a test."""
+    scale = {
+        "poll_interval": seconds(1),
+        "sms_budget": seconds(4),
+        "fallback_reserve": seconds(6),
+        "poll_cost": seconds(0.2),
+        "select_cost": seconds(0.1),
+        "email_submit_cost": seconds(0.5),
+        "record_cost": seconds(0.1),
+        "lease_ttl": seconds(3),
+        "email_backoff": seconds(0.5),
+    }
+    return PolicyVersionFactory.create(**(scale | fields))
+
+
+def scripted(simulator, *, region="US", ttl=15, create=("accept",), statuses=(), callbacks="normal", smtp=None):
+    phone = next_phone()
+    email = f"subscriber.{phone[1:]}@example.org"
+    simulator.control.script_sms(phone, create=list(create), statuses=[list(s) for s in statuses], callbacks=callbacks)
+    if smtp:
+        simulator.control.script_email(email, smtp=list(smtp))
+    from notify.clock import system_clock
+
+    event = new_event(system_clock.now(), phone=phone, email=email, region=region, ttl=seconds(ttl))
+    tasks.wake(event.id)
+    return event
+
+
+def settled(*events, timeout=40.0):
+    def all_terminal():
+        states = dict(Event.objects.filter(pk__in=[e.id for e in events]).values_list("pk", "state"))
+        return states if all(state in TERMINAL for state in states.values()) else None
+
+    return wait_for(all_terminal, timeout=timeout, message="every event to reach a terminal state")
+
+
+def test_events_reach_every_terminal_state_through_real_workers(simulator, start_worker):
+    fast_policy()
+    fast_policy(region="EU", channel_plan=ChannelPlan.SMS_ONLY)
+    start_worker(beat=True)
+    events = {
+        "delivered": scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.5)]),
+        "failed_then_email": scripted(simulator, statuses=[("sent", 0.2), ("undelivered", 0.5)]),
+        "no_receipt": scripted(simulator, statuses=[("sent", 0.2)], callbacks="drop"),
+        "rejected_email_deferred": scripted(simulator, create=["reject"], smtp=["temp_fail"]),
+        "sms_only_expires": scripted(simulator, region="EU", ttl=6, statuses=[("sent", 0.2)]),
+        "noisy_callbacks": scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)], callbacks="duplicate"),
+    }
+
+    states = settled(*events.values())
+
+    assert {name: states[event.id] for name, event in events.items()} == {
+        "delivered": State.SMS_DELIVERED,
+        "failed_then_email": State.EMAIL_ACCEPTED,
+        "no_receipt": State.EMAIL_ACCEPTED,
+        "rejected_email_deferred": State.EMAIL_FAILED,
+        "sms_only_expires": State.EXPIRED,
+        "noisy_callbacks": State.SMS_DELIVERED,
+    }
+    counts = simulator.control.counts()
+    assert {name: counts["sms"].get(event.id, 0) for name, event in events.items()} == {
+        name: 0 if name == "rejected_email_deferred" else 1 for name in events
+    }
+    deadline_claim = Transition.objects.get(event=events["no_receipt"], to_state=State.EMAIL_CLAIMED)
+    assert deadline_claim.cause == Cause.DEADLINE
+    # Receipts arrived by callback (signed, verified by the live server), not only by polling.
+    callbacks = Observation.objects.filter(event=events["delivered"], source="callback", channel=Channel.SMS)
+    assert callbacks.filter(normalized=Normalized.DELIVERED).exists()
+
+
+def test_a_worker_killed_mid_submit_is_recovered_by_another_without_a_second_sms(simulator, start_worker):
+    # Budget enough for a kill, a lease expiry and a fresh worker's start-up before the fallback.
+    fast_policy(sms_budget=seconds(20))
+    doomed = start_worker()
+    # The provider accepts the message, then holds the response: the worker is killed mid-call.
+    # No callbacks: only the next worker's lookup can find out what happened.
+    event = scripted(
+        simulator, ttl=40, create=["hang", "accept"], statuses=[("sent", 0.2), ("delivered", 0.4)], callbacks="drop"
+    )
+    wait_for(lambda: simulator.control.counts()["sms"].get(event.id) == 1, timeout=20, message="the accepted SMS")
+    doomed.kill()
+
+    start_worker(beat=True)
+    states = settled(event)
+
+    assert states[event.id] == State.SMS_DELIVERED
+    assert simulator.control.counts()["sms"][event.id] == 1
+    recovered = Observation.objects.filter(event=event, source="recovery", normalized=Normalized.ACCEPTED)
+    assert recovered.exists()
+
+
+def test_two_worker_processes_woken_together_send_one_sms(simulator, start_worker):
+    fast_policy()
+    start_worker(concurrency=2)
+    start_worker(concurrency=2)
+    event = scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)])
+    for _ in range(20):
+        tasks.wake(event.id)
+
+    states = settled(event)
+
+    assert states[event.id] == State.SMS_DELIVERED
+    assert simulator.control.counts()["sms"][event.id] == 1

@@ -1,0 +1,239 @@
+"""The worker step against the provider simulator: every way an event can end, one SMS at most.
+
+Runs with real commits (no wrapping test transaction) because the transports refuse
+to be called inside a DB transaction, and these tests prove the worker never does.
+"""
+
+import pytest
+
+from notify import transitions, worker
+from notify.models import Claim, Event, Observation, Transition
+from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
+from notify.transports import TransactionOpenError
+from policies.models import ChannelPlan
+from tests.factories import PolicyVersionFactory
+from tests.notify.helpers import seconds
+from tests.notify.workers import email_count, run_until_settled, scripted_event, sms_count, step
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAILS = (("sent", 0), ("failed", 0))
+NO_RECEIPT = (("sent", 0),)
+
+
+def observations(event, *, channel=None):
+    found = Observation.objects.filter(event=event).order_by("id")
+    if channel:
+        found = found.filter(channel=channel)
+    return [(o.source, o.normalized, o.raw_status) for o in found]
+
+
+def test_a_delivered_sms_ends_the_event_with_one_sms_and_no_email(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock)
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.SMS_DELIVERED
+    assert (sms_count(simulator, event.id), email_count(simulator, event.id)) == (1, 0)
+    assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.DELIVERED
+
+
+def test_the_first_poll_comes_one_interval_after_the_acceptance(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock)
+
+    report = step(event.id, transports, clock)
+
+    assert report.actions == (NextAction.SUBMIT_SMS,)
+    submitted = Event.objects.get(pk=event.id)
+    assert (submitted.state, submitted.next_action) == (State.SMS_PENDING, NextAction.POLL_SMS)
+    assert submitted.next_action_at == clock.now() + policy.poll_interval
+    assert report.wake_after == policy.poll_interval
+
+
+def test_a_rejected_sms_falls_back_to_exactly_one_email_in_the_same_step(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["reject"])
+
+    report = step(event.id, transports, clock)
+
+    assert report.actions == (NextAction.SUBMIT_SMS, NextAction.CLAIM_EMAIL, NextAction.SUBMIT_EMAIL)
+    assert Event.objects.get(pk=event.id).state == State.EMAIL_ACCEPTED
+    assert (sms_count(simulator, event.id), email_count(simulator, event.id)) == (0, 1)
+    claim = Transition.objects.get(event=event, to_state=State.EMAIL_CLAIMED)
+    assert claim.cause == Cause.OBSERVATION
+
+
+def test_an_sms_failure_reported_by_poll_falls_back_to_email(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, statuses=FAILS)
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EMAIL_ACCEPTED
+    assert (sms_count(simulator, event.id), email_count(simulator, event.id)) == (1, 1)
+
+
+def test_an_sms_without_receipt_gives_way_to_the_email_at_the_fallback_deadline(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, statuses=NO_RECEIPT)
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EMAIL_ACCEPTED
+    claim = Transition.objects.get(event=event, to_state=State.EMAIL_CLAIMED)
+    assert (claim.cause, claim.at) == (Cause.DEADLINE, event.created_at + policy.sms_budget)
+    polls = Observation.objects.filter(event=event, source=Source.POLL).count()
+    assert polls == policy.sms_budget // policy.poll_interval - 1  # each interval until D, none at D itself
+    assert (sms_count(simulator, event.id), email_count(simulator, event.id)) == (1, 1)
+
+
+def test_a_throttled_submit_is_retried_later_with_the_same_claim(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["rate_limited", "accept"])
+
+    step(event.id, transports, clock)
+    throttled = Claim.objects.get(event=event, channel=Channel.SMS)
+    settled = run_until_settled(event.id, transports, clock)
+
+    retry_at = event.created_at + policy.poll_interval
+    assert (throttled.state, throttled.next_attempt_at) == (ClaimState.CLAIMED, retry_at)
+    assert settled.state == State.SMS_DELIVERED
+    assert Claim.objects.get(event=event, channel=Channel.SMS).attempts == 2
+    assert sms_count(simulator, event.id) == 1
+
+
+@pytest.mark.parametrize("fault", ["accept_then_500", "accept_then_drop"])
+def test_an_unknown_submit_outcome_is_settled_by_lookup_never_by_resending(policy, clock, simulator, transports, fault):
+    event = scripted_event(simulator, clock, create=[fault, "accept"])
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.SMS_DELIVERED
+    assert sms_count(simulator, event.id) == 1
+    sms = observations(event, channel=Channel.SMS)
+    assert sms[0][:2] == (Source.SUBMIT, Normalized.UNKNOWN_OUTCOME)
+    assert sms[1][:2] == (Source.RECOVERY, Normalized.ACCEPTED)
+    assert Claim.objects.get(event=event, channel=Channel.SMS).attempts == 1
+
+
+def test_a_submit_the_lookup_proves_absent_is_resubmitted_once(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["server_error", "accept"])
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.SMS_DELIVERED
+    assert (Source.RECOVERY, Normalized.TRANSIENT_ERROR, "not_found") in observations(event)
+    assert Claim.objects.get(event=event, channel=Channel.SMS).attempts == 2
+    assert sms_count(simulator, event.id) == 1
+
+
+def test_an_email_deferred_at_every_attempt_fails_at_the_attempt_limit(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["reject"], smtp=["temp_fail"])
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EMAIL_FAILED
+    email = Claim.objects.get(event=event, channel=Channel.EMAIL)
+    assert (email.state, email.attempts) == (ClaimState.FAILED, policy.email_attempt_limit)
+    assert observations(event, channel=Channel.EMAIL)[-1] == (
+        Source.SUBMIT,
+        Normalized.TERMINAL_FAILURE,
+        "attempt_limit_reached",
+    )
+    assert email_count(simulator, event.id) == 0
+
+
+def test_an_email_refused_for_good_fails_the_channel(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["reject"], smtp=["perm_fail"])
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EMAIL_FAILED
+    assert Claim.objects.get(event=event, channel=Channel.EMAIL).attempts == 1
+
+
+def test_an_unknown_smtp_outcome_is_recorded_then_resent_with_the_same_message_id(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["reject"], smtp=["drop_after_data", "accept"])
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EMAIL_ACCEPTED
+    # Two physical copies under one Message-ID, and the record says why.
+    assert email_count(simulator, event.id) == 2
+    assert observations(event, channel=Channel.EMAIL) == [
+        (Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, "connection_lost"),
+        (Source.SUBMIT, Normalized.ACCEPTED, "smtp_250"),
+    ]
+
+
+def test_a_policy_that_forbids_resending_after_an_unknown_outcome_stops_there(clock, simulator, transports):
+    PolicyVersionFactory.create(resubmit_unknown_email=False)
+    event = scripted_event(simulator, clock, create=["reject"], smtp=["drop_after_data", "accept"])
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EMAIL_FAILED
+    assert email_count(simulator, event.id) == 1
+    assert observations(event, channel=Channel.EMAIL)[-1][2] == "unknown_not_resubmitted"
+
+
+def test_an_sms_only_event_without_receipt_expires(clock, simulator, transports):
+    PolicyVersionFactory.create(channel_plan=ChannelPlan.SMS_ONLY)
+    event = scripted_event(simulator, clock, statuses=NO_RECEIPT)
+
+    settled = run_until_settled(event.id, transports, clock)
+
+    assert settled.state == State.EXPIRED
+    assert Transition.objects.get(event=event, to_state=State.EXPIRED).at == event.expires_at
+    assert sms_count(simulator, event.id) == 1
+
+
+def test_a_step_with_nothing_due_leaves_the_lease_alone(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock)
+    step(event.id, transports, clock)
+    token = Event.objects.get(pk=event.id).lease_token
+
+    report = step(event.id, transports, clock)
+
+    assert (report.outcome, report.actions) == ("not_due", ())
+    assert Event.objects.get(pk=event.id).lease_token == token
+
+
+def test_a_step_finds_the_event_held_by_another_worker_and_does_nothing(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock)
+    transitions.take_lease(event.id, "other-worker", now=clock.now(), ttl=policy.lease_ttl)
+
+    report = step(event.id, transports, clock)
+
+    assert (report.outcome, report.wake_after) == ("busy", None)
+    assert sms_count(simulator, event.id) == 0
+
+
+def test_a_wake_up_is_never_scheduled_further_off_than_one_poll_interval(clock, simulator, transports):
+    policy = PolicyVersionFactory.create(poll_interval=seconds(10), email_backoff=seconds(30))
+    event = scripted_event(simulator, clock, create=["reject"], smtp=["temp_fail", "accept"])
+
+    report = step(event.id, transports, clock)
+
+    assert Claim.objects.get(event=event, channel=Channel.EMAIL).next_attempt_at == clock.now() + seconds(30)
+    assert report.wake_after == policy.poll_interval
+
+
+def test_a_missing_event_is_reported_gone(db, transports, clock):
+    report = step("evt_01ARZ3NDEKTSV4RRFFQ69G5FAV", transports, clock)
+
+    assert report.outcome == "gone"
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_transport_called_inside_a_transaction_is_refused(policy, clock, transports):
+    # The default test transaction wraps this test: exactly the mistake the guard exists for.
+    with pytest.raises(TransactionOpenError):
+        transports.sms.fetch("SM" + "0" * 32)
+
+
+def test_steps_of_the_same_event_by_two_owners_send_one_sms(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock)
+
+    first = worker.advance(event.id, transports=transports, clock=clock, owner="a")
+    second = worker.advance(event.id, transports=transports, clock=clock, owner="b")
+
+    assert first.actions == (NextAction.SUBMIT_SMS,)
+    assert second.outcome == "not_due"
+    assert sms_count(simulator, event.id) == 1

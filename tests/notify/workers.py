@@ -1,0 +1,58 @@
+"""Run the real worker step against the provider simulator, on a fake clock."""
+
+import itertools
+
+from notify import worker
+from notify.messages import message_id
+from notify.models import Event
+from notify.states import NextAction
+from tests.factories import new_event
+
+# Valid, fictional US numbers: one per event, so a simulator script applies to one event only.
+_numbers = (f"+1415555{n:04d}" for n in itertools.count(100))
+
+
+def next_phone() -> str:
+    return next(_numbers)
+
+
+def scripted_event(
+    simulator, clock, *, create=("accept",), statuses=(("sent", 0), ("delivered", 0)), smtp=None, **fields
+):
+    """Create an event whose SMS (and email, if ``smtp`` is given) the simulator answers as scripted."""
+    phone = next_phone()
+    # Callbacks are dropped: these tests drive the worker alone (polling); callbacks have their own.
+    simulator.control.script_sms(phone, create=list(create), statuses=[list(s) for s in statuses], callbacks="drop")
+    email = f"subscriber.{phone[1:]}@example.org"
+    if smtp is not None:
+        simulator.control.script_email(email, smtp=list(smtp))
+    return new_event(clock.now(), phone=phone, email=email, **fields)
+
+
+def step(event_id, transports, clock, *, owner="worker-1", **options):
+    return worker.advance(event_id, transports=transports, clock=clock, owner=owner, **options)
+
+
+def run_until_settled(event_id, transports, clock, *, max_steps=200):
+    """Step the event, jumping the fake clock to each next due time, until nothing is left to do."""
+    for _ in range(max_steps):
+        step(event_id, transports, clock)
+        event = Event.objects.get(pk=event_id)
+        if event.next_action == NextAction.NONE:
+            return event
+        if event.next_action_at > clock.now():
+            clock.advance((event.next_action_at - clock.now()).total_seconds())
+        else:
+            # Due, yet not done: another worker holds the lease. Wait for it to expire.
+            clock.advance(1)
+    raise AssertionError(f"{event_id} still open after {max_steps} steps: {event.state}, next {event.next_action}")
+
+
+def sms_count(simulator, event_id) -> int:
+    return int(simulator.control.counts()["sms"].get(event_id, 0))
+
+
+def email_count(simulator, event_id) -> int:
+    event = Event.objects.select_related("policy").get(pk=event_id)
+    key = message_id(event_id, event.policy.email_from)
+    return int(simulator.control.counts()["email"].get(key, 0))
