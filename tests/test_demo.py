@@ -88,8 +88,8 @@ def test_the_demo_serves_the_console_processes_events_and_stops_on_ctrl_c(demo):
             return 0
         with sqlite3.connect(database, timeout=5) as db:
             try:
-                marks = ", ".join("?" * len(TERMINAL))
-                (count,) = db.execute(f"SELECT count(*) FROM notify_event WHERE state IN ({marks})", TERMINAL).fetchone()
+                query = f"SELECT count(*) FROM notify_event WHERE state IN ({', '.join('?' * len(TERMINAL))})"
+                (count,) = db.execute(query, TERMINAL).fetchone()
             except sqlite3.OperationalError:  # not migrated yet
                 return 0
         return count >= 3
