@@ -80,6 +80,8 @@ def advance(
     if lease is None:
         return StepReport(event_id, "busy", (), decision.action, decision.due_at)
     known = dataclasses.replace(loaded, lease_token=lease.token)
+    ttl = loaded.policy.lease_ttl
+    renew_after = now + ttl / 2
     done: list[NextAction] = []
     outcome = "done"
     try:
@@ -87,6 +89,12 @@ def advance(
             decision = machine.decide(known.event, known.claims, known.policy, now)
             if not _due(decision, now):
                 break
+            if now >= renew_after:
+                # A step of several remote calls can outlast the lease; renew it before the next
+                # call so that no other worker takes over (and recovers) an event still in hand.
+                if not transitions.renew_lease(event_id, lease, now=now, ttl=ttl):
+                    raise Ended
+                renew_after = now + ttl / 2
             done.append(decision.action)
             known = _act(decision.action, event_id, known, lease, transports, now)
             now = clock.now()

@@ -9,7 +9,7 @@ import pytest
 from notify import transitions, worker
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
-from notify.transports import TransactionOpenError
+from notify.transports import TransactionOpenError, Transports
 from policies.models import ChannelPlan
 from tests.factories import PolicyVersionFactory
 from tests.notify.helpers import seconds
@@ -237,3 +237,34 @@ def test_steps_of_the_same_event_by_two_owners_send_one_sms(policy, clock, simul
     assert first.actions == (NextAction.SUBMIT_SMS,)
     assert second.outcome == "not_due"
     assert sms_count(simulator, event.id) == 1
+
+
+def test_a_long_step_renews_its_lease_before_the_next_remote_call(policy, clock, simulator, transports):
+    event = scripted_event(simulator, clock, create=["reject"])
+    slow = policy.lease_ttl * 2 / 3  # each call takes two thirds of the lease
+
+    class SlowProvider:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            def call(*args):
+                clock.advance(slow.total_seconds())
+                return getattr(self._inner, name)(*args)
+
+            return call
+
+    seen = {}
+
+    class Watched(SlowProvider):
+        def send(self, message):
+            seen["lease_expires_at"] = Event.objects.get(pk=event.id).lease_expires_at
+            return super().__getattr__("send")(message)
+
+    slow_transports = Transports(SlowProvider(transports.sms), Watched(transports.email))
+    report = step(event.id, slow_transports, clock)
+
+    assert report.actions == (NextAction.SUBMIT_SMS, NextAction.CLAIM_EMAIL, NextAction.SUBMIT_EMAIL)
+    # Renewed at the claim (after the slow SMS call), so it outlives the slow email call.
+    assert seen["lease_expires_at"] == event.created_at + slow + policy.lease_ttl
+    assert Event.objects.get(pk=event.id).state == State.EMAIL_ACCEPTED
