@@ -9,7 +9,7 @@ from notify import tasks
 from notify.models import Event, Observation, Transition
 from notify.states import Cause, Channel, Normalized, State
 from policies.models import ChannelPlan
-from tests.factories import PolicyVersionFactory, new_event
+from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event
 from tests.integration.processes import wait_for
 from tests.notify.workers import next_phone
 
@@ -38,15 +38,17 @@ def fast_policy(**fields):
     return PolicyVersionFactory.create(**(scale | fields))
 
 
-def scripted(simulator, *, region="US", ttl=15, create=("accept",), statuses=(), callbacks="normal", smtp=None):
-    phone = next_phone()
-    email = f"subscriber.{phone[1:]}@example.org"
+def scripted(
+    simulator, *, region="US", ttl=15, create=("accept",), statuses=(), callbacks="normal", smtp=None, **destination
+):
+    phone = destination.pop("phone", None) or next_phone()
+    email = destination.pop("email", None) or f"subscriber.{phone[1:]}@example.org"
     simulator.control.script_sms(phone, create=list(create), statuses=[list(s) for s in statuses], callbacks=callbacks)
     if smtp:
         simulator.control.script_email(email, smtp=list(smtp))
     from notify.clock import system_clock
 
-    event = new_event(system_clock.now(), phone=phone, email=email, region=region, ttl=seconds(ttl))
+    event = new_event(system_clock.now(), phone=phone, email=email, region=region, ttl=seconds(ttl), **destination)
     tasks.wake(event.id)
     return event
 
@@ -62,7 +64,7 @@ def settled(*events, timeout=40.0):
 def test_events_reach_every_terminal_state_through_real_workers(simulator, start_worker):
     fast_policy()
     fast_policy(region="EU", channel_plan=ChannelPlan.SMS_ONLY)
-    start_worker(beat=True)
+    worker = start_worker(beat=True)
     events = {
         "delivered": scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.5)]),
         "failed_then_email": scripted(simulator, statuses=[("sent", 0.2), ("undelivered", 0.5)]),
@@ -70,6 +72,13 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
         "rejected_email_deferred": scripted(simulator, create=["reject"], smtp=["temp_fail"]),
         "sms_only_expires": scripted(simulator, region="EU", ttl=6, statuses=[("sent", 0.2)]),
         "noisy_callbacks": scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)], callbacks="duplicate"),
+        "canary": scripted(
+            simulator,
+            statuses=[("sent", 0.2), ("failed", 0.4)],
+            phone=CANARY_PHONE,
+            email=CANARY_EMAIL,
+            reset_url=CANARY_RESET_URL,
+        ),
     }
 
     states = settled(*events.values())
@@ -81,6 +90,7 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
         "rejected_email_deferred": State.EMAIL_FAILED,
         "sms_only_expires": State.EXPIRED,
         "noisy_callbacks": State.SMS_DELIVERED,
+        "canary": State.EMAIL_ACCEPTED,
     }
     counts = simulator.control.counts()
     assert {name: counts["sms"].get(event.id, 0) for name, event in events.items()} == {
@@ -91,6 +101,10 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
     # Receipts arrived by callback (signed, verified by the live server), not only by polling.
     callbacks = Observation.objects.filter(event=events["delivered"], source="callback", channel=Channel.SMS)
     assert callbacks.filter(normalized=Normalized.DELIVERED).exists()
+    # Worker and beat logs (task arguments included) and the simulator's carry no destination or link.
+    for canary in (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL):
+        assert canary not in worker.log_text()
+        assert canary not in simulator.log_text()
 
 
 def test_a_worker_killed_mid_submit_is_recovered_by_another_without_a_second_sms(simulator, start_worker):
