@@ -4,6 +4,7 @@ import copy
 import json
 import logging
 import logging.config
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -12,7 +13,7 @@ from django.conf import settings
 @pytest.fixture
 def configured_logging(capsys):
     def configure(log_format):
-        config = copy.deepcopy(settings.LOGGING)
+        config: dict[str, Any] = copy.deepcopy(settings.LOGGING)
         config["handlers"]["console"] = {
             "class": "logging.StreamHandler",
             "formatter": log_format,
