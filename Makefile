@@ -13,7 +13,8 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	NOTIFY_VAULT_KEYS=UgWBMItqeg32DFaO66oGGC12eKPo0iNjtUu-sNebIlw= \
 	NOTIFY_RECIPIENT_PEPPER=test-only-pepper \
 	TWILIO_ACCOUNT_SID=AC00000000000000000000000000000000 \
-	TWILIO_AUTH_TOKEN=test-only-twilio-token
+	TWILIO_AUTH_TOKEN=test-only-twilio-token \
+	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
 .PHONY: install lint typecheck test test-postgres test-sqlite bench demo clean
 

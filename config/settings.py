@@ -53,7 +53,13 @@ TWILIO_API_BASE = env_optional_str("TWILIO_API_BASE") or (
 TWILIO_TIMEOUT = env_float("TWILIO_TIMEOUT", 10.0, minimum=0.1)
 # The public address providers call back on; status callback URLs are built from it and
 # signatures are checked against exactly that URL (a proxy in front must not change it).
-PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Required outside the embedded default: a wrong guess would fail every callback's signature.
+PUBLIC_BASE_URL = env_optional_str("PUBLIC_BASE_URL") or ("http://127.0.0.1:8000" if EMBEDDED else "")
+if not PUBLIC_BASE_URL:
+    raise ImproperlyConfigured("PUBLIC_BASE_URL must be set when DATABASE_URL is set")
+PUBLIC_BASE_URL = PUBLIC_BASE_URL.rstrip("/")
+# Accounts that sign webhooks with a shared key (HMAC-SHA256) instead of the auth token.
+TWILIO_WEBHOOK_SIGNING_KEY = env_str("TWILIO_WEBHOOK_SIGNING_KEY")
 
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
@@ -62,7 +68,7 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=not EMBEDDED)
 # Seconds an SMTP exchange may take; a timeout after DATA is an unknown outcome.
-EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 5.0, minimum=0.1)
 
 # After an unknown SMS outcome, wait this long before looking the message up, so a
 # message the provider created a moment ago is in its list before absence is concluded.
@@ -227,7 +233,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
-        # The twilio library logs request query strings (a destination number) at INFO.
+        # The twilio library (INFO) and urllib3 (DEBUG) log request URLs, whose query
+        # strings can carry a destination number.
         "twilio": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
     },
 }

@@ -15,7 +15,7 @@ from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
-from twilio.request_validator import RequestValidator
+from twilio.request_validator import HMAC_SHA256, RequestValidator, get_signature_algorithm
 
 from notify import machine, tasks, transitions
 from notify.clock import system_clock
@@ -36,15 +36,10 @@ KEPT_FIELDS = ("MessageSid", "SmsSid", "MessageStatus", "SmsStatus", "ErrorCode"
 @require_POST
 def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
     started = time.monotonic()
-    params = {key: request.POST[key] for key in request.POST}
-    # The signature covers the URL we gave Twilio, so check against exactly that, not
-    # whatever host and scheme a proxy in front of us reports.
-    signature = request.headers.get("X-Twilio-Signature", "")
-    if not signature or not RequestValidator(settings.TWILIO_AUTH_TOKEN).validate(
-        sms_callback_url(event_id), params, signature
-    ):
+    if not _signed_by_twilio(request, event_id):
         log.warning("callback_refused", extra={"event_id": event_id, "reason": "bad_signature"})
         return HttpResponse("invalid signature", status=403, content_type="text/plain")
+    params = {key: request.POST[key] for key in request.POST}
     sid = params.get("MessageSid") or params.get("SmsSid", "")
     status = params.get("MessageStatus") or params.get("SmsStatus", "")
     if not sid or not status:
@@ -65,7 +60,7 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
     )
     now = system_clock.now()
     try:
-        outcome = transitions.record_observation(event_id, observation, now=now, actor=ACTOR)
+        outcome = transitions.record_receipt(event_id, observation, now=now, actor=ACTOR)
     except IntegrityError:
         # The same report, racing itself: the other copy was stored, this one wrote nothing.
         return _answer(event_id, status, "duplicate", started)
@@ -75,6 +70,28 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
         # e.g. a terminal failure: the fallback may be claimed now, not at the next poll.
         tasks.wake(event_id)
     return _answer(event_id, status, outcome.result.value, started, state=after.event.state, version=after.version)
+
+
+def _signed_by_twilio(request: HttpRequest, event_id: str) -> bool:
+    """Check ``X-Twilio-Signature`` over the URL we gave Twilio and every posted value.
+
+    The URL is ours, not the one a proxy in front of us reports. Accounts that sign
+    webhooks with a shared key (HMAC-SHA256, named in the signature-settings header)
+    are checked with that key; the default is HMAC-SHA1 with the auth token.
+    """
+    signature = request.headers.get("X-Twilio-Signature", "")
+    if not signature:
+        return False
+    algorithm = get_signature_algorithm(request.headers.get("X-Twilio-Webhooks-Signature-Settings"))
+    key = settings.TWILIO_AUTH_TOKEN
+    if algorithm.upper() == HMAC_SHA256:
+        if not settings.TWILIO_WEBHOOK_SIGNING_KEY:
+            return False
+        key = settings.TWILIO_WEBHOOK_SIGNING_KEY
+    # The QueryDict itself: the validator signs every value of a repeated field.
+    return bool(
+        RequestValidator(key).validate(sms_callback_url(event_id), request.POST, signature, algorithm=algorithm)
+    )
 
 
 def _answer(event_id: str, status: str, result: str, started: float, **fields: object) -> HttpResponse:

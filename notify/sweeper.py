@@ -2,7 +2,7 @@
 
 Every event stores when its next action is due (``next_action_at``). The sweeper
 finds those that are due and not held by a live lease, expires the ones past their
-reset expiry and re-enqueues the rest, so a lost broker message, a killed worker
+reset expiry and re-enqueues the rest (those whose wake-up was lost), so a lost broker message, a killed worker
 or a broker restart delays work but never loses it.
 """
 
@@ -28,14 +28,13 @@ class Swept:
 
 
 def sweep(now: datetime, *, enqueue: Callable[[str], None], batch: int, redeliver_after: timedelta) -> Swept:
-    """Expire or re-enqueue every due event whose lease is free or expired.
+    """Expire or re-enqueue every due event whose lease is free and whose wake-up was lost.
 
-    1. Take a batch of due, unleased events, oldest due first, skipping rows another
-       sweeper has locked (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), and push their
-       ``next_action_at`` forward by ``redeliver_after`` in the same transaction, so
-       the next sweep does not enqueue again an event merely waiting in the queue. If
-       that wake-up is lost too, the event comes due again then. The worker's next
-       write replaces the pushed time with what ``decide`` says.
+    1. Take a batch of due, unleased events without a wake-up hint due in the last
+       ``redeliver_after`` (none was sent, or it is that overdue: lost), oldest due
+       first, skipping rows another sweeper has locked (``FOR UPDATE SKIP LOCKED`` on
+       PostgreSQL), and mark them woken now in the same transaction, so neither the
+       next sweep nor a concurrent one enqueues them again while this hint is fresh.
     2. After commit: expire those past their reset expiry here (a backlog of wake-ups
        must not keep an expired event open), enqueue the others.
     """
@@ -62,8 +61,9 @@ def _claim_batch(now: datetime, batch: int, redeliver_after: timedelta) -> list[
             Event.objects.select_for_update(skip_locked=True)
             .filter(next_action_at__lte=now)
             .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
+            .filter(Q(wake_at__isnull=True) | Q(wake_at__lte=now - redeliver_after))
             .order_by("next_action_at")
             .values_list("pk", "expires_at")[:batch]
         )
-        Event.objects.filter(pk__in=[event_id for event_id, _ in due]).update(next_action_at=now + redeliver_after)
+        Event.objects.filter(pk__in=[event_id for event_id, _ in due]).update(wake_at=now)
     return due

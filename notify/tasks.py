@@ -4,14 +4,17 @@ import dataclasses
 import logging
 import os
 import socket
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from kombu.exceptions import OperationalError
 
 from notify import retention, sweeper, worker
 from notify.clock import system_clock
+from notify.models import Event
 from notify.transports import configured
 
 log = logging.getLogger("notify.tasks")
@@ -32,17 +35,31 @@ def advance(event_id: str) -> str:
 def wake(event_id: str, *, countdown: float = 0.0) -> None:
     """Enqueue a wake-up for the event once the current transaction (if any) commits.
 
+    At most one hint per event is pending: if one is already due no later than this
+    one, it will do (its step schedules what follows), and sending another would start
+    a second chain of wake-ups that lives as long as the event.
+    """
+
+    def send_unless_pending() -> None:
+        now = system_clock.now()
+        at = now + timedelta(seconds=countdown)
+        no_earlier_hint = Q(wake_at__isnull=True) | Q(wake_at__lte=now) | Q(wake_at__gt=at)
+        if Event.objects.filter(no_earlier_hint, pk=event_id).update(wake_at=at):
+            send(event_id, countdown=countdown)
+
+    transaction.on_commit(send_unless_pending)
+
+
+def send(event_id: str, *, countdown: float = 0.0) -> None:
+    """Put one wake-up on the broker.
+
     Only a hint: if the broker is unreachable the event is still due in the database
     and the sweeper enqueues it later, so a failed send is logged, not raised.
     """
-
-    def send() -> None:
-        try:
-            advance.apply_async((event_id,), countdown=countdown)
-        except OperationalError as error:
-            log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
-
-    transaction.on_commit(send)
+    try:
+        advance.apply_async((event_id,), countdown=countdown)
+    except OperationalError as error:
+        log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
 
 
 @shared_task(name="notify.sweep")
@@ -50,7 +67,7 @@ def sweep() -> dict[str, int]:
     """Expire or re-enqueue due events whose wake-up was lost (run by beat)."""
     swept = sweeper.sweep(
         system_clock.now(),
-        enqueue=wake,
+        enqueue=send,  # the sweeper marked them woken itself
         batch=settings.NOTIFY_SWEEP_BATCH,
         redeliver_after=settings.NOTIFY_SWEEP_REDELIVER_AFTER,
     )

@@ -114,6 +114,39 @@ def record_observation(
     return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation)
 
 
+def record_receipt(
+    event_id: str,
+    observation: ObservationInput,
+    *,
+    now: datetime,
+    actor: str,
+    lease: Lease | None = None,
+    known: rows.Loaded | None = None,
+) -> Outcome:
+    """Record a provider's report on a message, as ``record_observation`` does.
+
+    A delivery reported while the SMS still waits for its submit's answer (a receipt
+    faster than the response, or a submit whose response was lost) proves the
+    acceptance too: that is recorded first, so the delivery then applies instead of
+    being kept as evidence only.
+    """
+    if observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED:
+        loaded = known if known is not None else rows.load(event_id)
+        if loaded.event.state == State.SMS_REQUESTED:
+            implied = dataclasses.replace(
+                observation,
+                normalized=Normalized.ACCEPTED,
+                note="acceptance implied by a delivery receipt",
+                raw_payload="",
+                dedup_key="",
+            )
+            accepted = record_observation(event_id, implied, now=now, actor=actor, lease=lease, known=loaded)
+            if accepted.result == Result.LOST_LEASE:
+                return accepted
+            known = accepted.after
+    return record_observation(event_id, observation, now=now, actor=actor, lease=lease, known=known)
+
+
 def claim_email_fallback(
     event_id: str,
     *,
@@ -335,33 +368,50 @@ def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetim
 
 
 def begin_submit(
-    event_id: str, channel: Channel, *, now: datetime, lease: Lease, known: rows.Loaded | None = None
+    event_id: str,
+    channel: Channel,
+    *,
+    now: datetime,
+    lease: Lease,
+    known: rows.Loaded | None = None,
+    hold: timedelta | None = None,
+    settle_at: datetime | None = None,
 ) -> rows.Loaded | None:
     """Record the intent to call the provider (claim ``claimed -> submitting``) before calling it.
 
-    Returns the event as it now is, or None when the lease was lost or the claim is
-    not waiting to be sent; the caller must then not call the provider. Commit this before the remote call: a
-    worker that dies mid-call leaves the claim SUBMITTING, and whoever comes next
-    recovers (looks the message up) instead of sending it again.
+    Returns the event as it now is, or None when the lease is no longer held, the event
+    moved since ``known`` was read, or the claim is not waiting to be sent; the caller
+    must then not call the provider. Commit this before the remote call: a worker that
+    dies mid-call leaves the claim SUBMITTING, and whoever comes next settles it
+    (looks the message up) instead of sending it again.
+
+    ``hold`` extends the lease to cover the call, and ``settle_at`` is when the claim
+    becomes due for settling: no later worker may act on the claim while the call
+    could still be in flight.
     """
     with transaction.atomic():
-        # Lock the event row for the lease check: a take-over waits until this intent
-        # is committed, and then finds the claim SUBMITTING.
-        held = Event.objects.select_for_update().filter(pk=event_id, lease_token=lease.token).values_list("pk")
-        if not list(held):
+        # Lock the event row while checking the lease: a take-over waits until this intent
+        # is committed, and then finds the claim SUBMITTING. The version check refuses an
+        # event changed under a stale read (say, expired by the sweeper meanwhile).
+        held = Event.objects.select_for_update().filter(pk=event_id, lease_token=lease.token, lease_expires_at__gt=now)
+        if known is not None:
+            held = held.filter(version=known.version)
+        if not list(held.values_list("pk")):
             return None
         updated = Claim.objects.filter(event_id=event_id, channel=channel, state=ClaimState.CLAIMED).update(
             state=ClaimState.SUBMITTING,
             attempts=F("attempts") + 1,
             submitted_at=Coalesce(F("submitted_at"), Value(now)),
-            next_attempt_at=None,
+            next_attempt_at=settle_at,
             updated_at=now,
         )
+        if updated == 1 and hold is not None:
+            Event.objects.filter(pk=event_id).update(lease_expires_at=now + hold)
     if updated != 1:
         return None
     base = known if known is not None else rows.load(event_id)
     return dataclasses.replace(
-        base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value)}
+        base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
     )
 
 

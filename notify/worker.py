@@ -12,6 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
@@ -21,7 +22,7 @@ from notify.clock import Clock
 from notify.models import Claim, VaultEntry
 from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transitions import Lease, ObservationInput, Outcome, Result
-from notify.transports import Transports
+from notify.transports import Transports, call_bound
 from notify.transports.base import PermanentError, Receipt, SmsMessage, TransientError, TransportError, UnknownOutcome
 
 log = logging.getLogger("notify.worker")
@@ -79,29 +80,30 @@ def advance(
     lease = transitions.take_lease(event_id, owner, now=now, ttl=loaded.policy.lease_ttl)
     if lease is None:
         return StepReport(event_id, "busy", (), decision.action, decision.due_at)
-    known = dataclasses.replace(loaded, lease_token=lease.token)
+    step = _Step(event_id, lease, transports, clock, dataclasses.replace(loaded, lease_token=lease.token))
     ttl = loaded.policy.lease_ttl
     renew_after = now + ttl / 2
     done: list[NextAction] = []
     outcome = "done"
     try:
         for _ in range(max_actions):
-            decision = machine.decide(known.event, known.claims, known.policy, now)
+            decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
             if not _due(decision, now):
                 break
             if now >= renew_after:
-                # A step of several remote calls can outlast the lease; renew it before the next
-                # call so that no other worker takes over (and recovers) an event still in hand.
+                # A step of several actions can outlast the lease; renew it between them so
+                # that no other worker takes over (and recovers) an event still in hand.
                 if not transitions.renew_lease(event_id, lease, now=now, ttl=ttl):
                     raise Ended
                 renew_after = now + ttl / 2
             done.append(decision.action)
-            known = _act(decision.action, event_id, known, lease, transports, now)
+            step.act(decision.action, now)
             now = clock.now()
-        decision = machine.decide(known.event, known.claims, known.policy, now)
+        decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
+        wake_after = _wake_after(decision, now, loaded.policy.poll_interval)
     except Ended:
-        outcome = "ended"
-        decision = machine.NO_ACTION
+        # Whoever moved the event on schedules what follows; a re-check now costs one no-op.
+        outcome, decision, wake_after = "ended", machine.NO_ACTION, timedelta(0)
     finally:
         transitions.release_lease(event_id, lease)
     log.info(
@@ -110,14 +112,13 @@ def advance(
             "event_id": event_id,
             "actions": [action.value for action in done],
             "outcome": outcome,
-            "state": known.event.state,
-            "version": known.version,
+            "state": step.known.event.state,
+            "version": step.known.version,
             "lease_owner": owner,
             "next_action": decision.action.value,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         },
     )
-    wake_after = _wake_after(decision, now, known.policy.poll_interval)
     return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after)
 
 
@@ -129,44 +130,6 @@ def _wake_after(decision: machine.Decision, now: datetime, longest: timedelta) -
 
 def _due(decision: machine.Decision, now: datetime) -> bool:
     return decision.action != NextAction.NONE and decision.due_at is not None and decision.due_at <= now
-
-
-def _act(
-    action: NextAction, event_id: str, known: rows.Loaded, lease: Lease, transports: Transports, now: datetime
-) -> rows.Loaded:
-    """Perform one action and return the event as the write that recorded it left it."""
-    if action == NextAction.EXPIRE:
-        return _landed(transitions.expire(event_id, now=now, actor=lease.owner, lease=lease, known=known))
-    if action == NextAction.CLAIM_EMAIL:
-        # From a terminal SMS failure the failure is the cause; otherwise the deadline D is.
-        cause = Cause.OBSERVATION if known.event.state == State.SMS_FAILED else Cause.DEADLINE
-        claimed = transitions.claim_email_fallback(
-            event_id, now=now, actor=lease.owner, cause=cause, lease=lease, known=known
-        )
-        return _landed(claimed)
-    if action == NextAction.SUBMIT_SMS:
-        return _submit_sms(event_id, known, lease, transports, now)
-    if action == NextAction.RECOVER_SMS:
-        return _recover_sms(event_id, known, lease, transports, now)
-    if action == NextAction.POLL_SMS:
-        return _poll_sms(event_id, known, lease, transports, now)
-    if action == NextAction.SUBMIT_EMAIL:
-        return _submit_email(event_id, known, lease, transports, now)
-    raise ValueError(f"no way to perform {action}")
-
-
-def _landed(outcome: Outcome) -> rows.Loaded:
-    if outcome.result == Result.LOST_LEASE:
-        raise Ended
-    return outcome.after
-
-
-def _observe(
-    event_id: str, observation: ObservationInput, known: rows.Loaded, lease: Lease, now: datetime
-) -> rows.Loaded:
-    return _landed(
-        transitions.record_observation(event_id, observation, now=now, actor=lease.owner, lease=lease, known=known)
-    )
 
 
 def _from_receipt(channel: Channel, source: Source, receipt: Receipt) -> ObservationInput:
@@ -189,17 +152,6 @@ def _from_error(channel: Channel, source: Source, error: TransportError, retry_a
     return ObservationInput(channel, source, normalized, raw_status=error.raw_status, retry_at=retry_at)
 
 
-def _sms_message(event_id: str, policy_loaded: rows.Loaded) -> SmsMessage:
-    destinations = _destinations(event_id)
-    event = policy_loaded.event
-    return SmsMessage(
-        to=destinations.phone,
-        sender=policy_loaded.policy.sms_sender,
-        body=messages.sms_text(policy_loaded.policy, destinations, event.expires_at),
-        status_callback=sms_callback_url(event_id),
-    )
-
-
 def _destinations(event_id: str) -> vault.Destinations:
     return vault.unseal(VaultEntry.objects.values_list("ciphertext", flat=True).get(event_id=event_id))
 
@@ -208,108 +160,162 @@ def _claim(event_id: str, channel: Channel) -> Claim:
     return Claim.objects.get(event_id=event_id, channel=channel)
 
 
-def _begin(event_id: str, channel: Channel, known: rows.Loaded, lease: Lease, now: datetime) -> rows.Loaded:
-    # The intent is committed before the remote call: a crash from here on leaves the
-    # claim SUBMITTING, and whoever comes next looks the message up before resending.
-    begun = transitions.begin_submit(event_id, channel, now=now, lease=lease, known=known)
-    if begun is None:
-        raise Ended
-    return begun
+class _Step:
+    """One leased pass over an event: each action reads ``known`` and leaves it as its write did.
 
-
-def _submit_sms(event_id: str, known: rows.Loaded, lease: Lease, transports: Transports, now: datetime) -> rows.Loaded:
-    message = _sms_message(event_id, known)
-    known = _begin(event_id, Channel.SMS, known, lease, now)
-    try:
-        observation = _from_receipt(Channel.SMS, Source.SUBMIT, transports.sms.submit(message))
-    except TransportError as error:
-        # Retry a refusal that sent nothing at the next poll interval. Look an unknown outcome
-        # up soon (every second here comes out of the SMS budget), but not at once: a
-        # message created a moment ago must have time to show up in the provider's list.
-        delay = known.policy.poll_interval if isinstance(error, TransientError) else settings.NOTIFY_SMS_LOOKUP_DELAY
-        retry_at = now + delay
-        observation = _from_error(Channel.SMS, Source.SUBMIT, error, retry_at)
-    return _observe(event_id, observation, known, lease, now)
-
-
-def _recover_sms(event_id: str, known: rows.Loaded, lease: Lease, transports: Transports, now: datetime) -> rows.Loaded:
-    """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind."""
-    claim = _claim(event_id, Channel.SMS)
-    message = _sms_message(event_id, known)
-    since = claim.submitted_at or claim.created_at
-    try:
-        found = transports.sms.find(message, since)
-    except UnknownOutcome as error:
-        retry_at = now + known.policy.poll_interval
-        return _observe(event_id, _from_error(Channel.SMS, Source.RECOVERY, error, retry_at), known, lease, now)
-    if found is None:
-        # Provably absent: back to CLAIMED, due now, and the same key is submitted again.
-        absent = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.TRANSIENT_ERROR, raw_status="not_found")
-        return _observe(event_id, absent, known, lease, now)
-    # The provider has it: first its acceptance (the claim and workflow move on from
-    # submitting), then, if it has gone further, what it says now.
-    accepted = dataclasses.replace(_from_receipt(Channel.SMS, Source.RECOVERY, found), normalized=Normalized.ACCEPTED)
-    known = _observe(event_id, accepted, known, lease, now)
-    if found.normalized != Normalized.PENDING:
-        known = _observe(event_id, _from_receipt(Channel.SMS, Source.RECOVERY, found), known, lease, now)
-    return known
-
-
-def _poll_sms(event_id: str, known: rows.Loaded, lease: Lease, transports: Transports, now: datetime) -> rows.Loaded:
-    claim = _claim(event_id, Channel.SMS)
-    try:
-        observation = _from_receipt(Channel.SMS, Source.POLL, transports.sms.fetch(claim.provider_ref))
-    except TransientError as error:
-        # Recorded all the same: it paces the next poll one interval later.
-        observation = _from_error(Channel.SMS, Source.POLL, error, None)
-    return _observe(event_id, observation, known, lease, now)
-
-
-def _submit_email(
-    event_id: str, known: rows.Loaded, lease: Lease, transports: Transports, now: datetime
-) -> rows.Loaded:
-    """Send the fallback email; retry under the same Message-ID until the attempt policy stops it."""
-    policy = known.policy
-    if known.claims[Channel.EMAIL].state == ClaimState.SUBMITTING:
-        # A worker died mid-send. SMTP has no lookup: record the outcome as unknown
-        # (which puts the claim back to CLAIMED) before anything is sent again.
-        interrupted = ObservationInput(
-            Channel.EMAIL, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, raw_status="interrupted", retry_at=now
-        )
-        return _unless_exhausted(event_id, interrupted, known, lease, now)
-    message = messages.reset_email(event_id, policy, _destinations(event_id), known.event.expires_at)
-    known = _begin(event_id, Channel.EMAIL, known, lease, now)
-    try:
-        observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, transports.email.send(message))
-    except TransportError as error:
-        observation = _from_error(Channel.EMAIL, Source.SUBMIT, error, now + policy.email_backoff)
-    return _unless_exhausted(event_id, observation, known, lease, now)
-
-
-def _unless_exhausted(
-    event_id: str, observation: ObservationInput, known: rows.Loaded, lease: Lease, now: datetime
-) -> rows.Loaded:
-    """Record an email outcome as it was, then fail the channel if the policy allows no further attempt.
-
-    The outcome (an unknown one included) is on record before any give-up, so every
-    physical email beyond the first is explained by a recorded unknown outcome.
+    Times of outcomes are read from the clock after the remote call, not before: a call
+    that took its full timeout must not schedule its retry in the past.
     """
-    known = _observe(event_id, observation, known, lease, now)
-    if known.claims[Channel.EMAIL].state != ClaimState.CLAIMED:
-        return known
-    policy = known.policy
-    attempts = _claim(event_id, Channel.EMAIL).attempts
-    if observation.normalized == Normalized.UNKNOWN_OUTCOME and not policy.resubmit_unknown_email:
-        reason = "unknown_not_resubmitted"
-    elif attempts >= policy.email_attempt_limit:
-        reason = "attempt_limit_reached"
-    else:
-        return known
-    give_up = ObservationInput(
-        Channel.EMAIL,
-        Source.SUBMIT,
-        Normalized.TERMINAL_FAILURE,
-        raw_status=reason,
-        note=f"gave up after {attempts} attempt(s)",
-    )
-    return _observe(event_id, give_up, known, lease, now)
+
+    def __init__(self, event_id: str, lease: Lease, transports: Transports, clock: Clock, known: rows.Loaded) -> None:
+        self.event_id = event_id
+        self.lease = lease
+        self.transports = transports
+        self.clock = clock
+        self.known = known
+
+    def act(self, action: NextAction, now: datetime) -> None:
+        if action == NextAction.EXPIRE:
+            self._landed(transitions.expire(self.event_id, now=now, **self._as_holder()))
+        elif action == NextAction.CLAIM_EMAIL:
+            # From a terminal SMS failure the failure is the cause; otherwise the deadline D is.
+            cause = Cause.OBSERVATION if self.known.event.state == State.SMS_FAILED else Cause.DEADLINE
+            self._landed(transitions.claim_email_fallback(self.event_id, now=now, cause=cause, **self._as_holder()))
+        elif action == NextAction.SUBMIT_SMS:
+            self._submit_sms(now)
+        elif action == NextAction.RECOVER_SMS:
+            self._recover_sms()
+        elif action == NextAction.POLL_SMS:
+            self._poll_sms()
+        elif action == NextAction.SUBMIT_EMAIL:
+            self._submit_email(now)
+        else:
+            raise ValueError(f"no way to perform {action}")
+
+    def _as_holder(self) -> dict[str, Any]:
+        return {"actor": self.lease.owner, "lease": self.lease, "known": self.known}
+
+    def _landed(self, outcome: Outcome) -> None:
+        if outcome.result == Result.LOST_LEASE:
+            raise Ended
+        self.known = outcome.after
+
+    def _observe(self, observation: ObservationInput, now: datetime | None = None) -> None:
+        now = now or self.clock.now()
+        self._landed(transitions.record_receipt(self.event_id, observation, now=now, **self._as_holder()))
+
+    def _begin(self, channel: Channel, now: datetime) -> None:
+        """Commit the intent (claim ``submitting``) before the remote call, holding the lease through it.
+
+        A crash from here on leaves the claim SUBMITTING; the next worker settles it (SMS:
+        lookup; email: a recorded unknown outcome), but not before the call could have
+        finished: the lease and the claim's next attempt both outlast the longest call.
+        """
+        bound = call_bound(channel)
+        settle_after = bound + (settings.NOTIFY_SMS_LOOKUP_DELAY if channel == Channel.SMS else timedelta(0))
+        begun = transitions.begin_submit(
+            self.event_id,
+            channel,
+            now=now,
+            lease=self.lease,
+            known=self.known,
+            hold=max(self.known.policy.lease_ttl, bound),
+            settle_at=now + settle_after,
+        )
+        if begun is None:
+            raise Ended
+        self.known = begun
+
+    def _sms_message(self) -> SmsMessage:
+        destinations = _destinations(self.event_id)
+        policy = self.known.policy
+        return SmsMessage(
+            to=destinations.phone,
+            sender=policy.sms_sender,
+            body=messages.sms_text(policy, destinations, self.known.event.expires_at),
+            status_callback=sms_callback_url(self.event_id),
+            reference=destinations.reset_url,
+        )
+
+    def _submit_sms(self, now: datetime) -> None:
+        message = self._sms_message()
+        self._begin(Channel.SMS, now)
+        try:
+            observation = _from_receipt(Channel.SMS, Source.SUBMIT, self.transports.sms.submit(message))
+        except TransportError as error:
+            # Retry a refusal that sent nothing at the next poll interval. Look an unknown
+            # outcome up soon (every second here comes out of the SMS budget), but not at
+            # once: a message created a moment ago must have time to show up in the list.
+            transient = isinstance(error, TransientError)
+            delay = self.known.policy.poll_interval if transient else settings.NOTIFY_SMS_LOOKUP_DELAY
+            observation = _from_error(Channel.SMS, Source.SUBMIT, error, self.clock.now() + delay)
+        self._observe(observation)
+
+    def _recover_sms(self) -> None:
+        """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind."""
+        claim = _claim(self.event_id, Channel.SMS)
+        since = claim.submitted_at or claim.created_at
+        try:
+            found = self.transports.sms.find(self._sms_message(), since)
+        except UnknownOutcome as error:
+            retry_at = self.clock.now() + self.known.policy.poll_interval
+            self._observe(_from_error(Channel.SMS, Source.RECOVERY, error, retry_at))
+            return
+        if found is None:
+            # Provably absent: back to CLAIMED, due now, and the same claim is submitted again.
+            self._observe(ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.TRANSIENT_ERROR, "not_found"))
+            return
+        # The provider has it: its acceptance first (the claim and the workflow move on
+        # from submitting), then, if it has gone further, what it says now.
+        accepted = _from_receipt(Channel.SMS, Source.RECOVERY, found)
+        self._observe(dataclasses.replace(accepted, normalized=Normalized.ACCEPTED))
+        if found.normalized != Normalized.PENDING:
+            self._observe(accepted)
+
+    def _poll_sms(self) -> None:
+        claim = _claim(self.event_id, Channel.SMS)
+        try:
+            observation = _from_receipt(Channel.SMS, Source.POLL, self.transports.sms.fetch(claim.provider_ref))
+        except TransientError as error:
+            # Recorded all the same: it paces the next poll one interval later.
+            observation = _from_error(Channel.SMS, Source.POLL, error, None)
+        self._observe(observation)
+
+    def _submit_email(self, now: datetime) -> None:
+        """Send the fallback email; retry under the same Message-ID until the attempt policy stops it."""
+        policy = self.known.policy
+        if self.known.claims[Channel.EMAIL].state == ClaimState.SUBMITTING:
+            # A worker died mid-send. SMTP has no lookup: record the outcome as unknown
+            # (which puts the claim back to CLAIMED) before anything is sent again.
+            interrupted = ObservationInput(
+                Channel.EMAIL, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, raw_status="interrupted", retry_at=now
+            )
+            self._unless_exhausted(interrupted)
+            return
+        message = messages.reset_email(self.event_id, policy, _destinations(self.event_id), self.known.event.expires_at)
+        self._begin(Channel.EMAIL, now)
+        try:
+            observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, self.transports.email.send(message))
+        except TransportError as error:
+            observation = _from_error(Channel.EMAIL, Source.SUBMIT, error, self.clock.now() + policy.email_backoff)
+        self._unless_exhausted(observation)
+
+    def _unless_exhausted(self, observation: ObservationInput) -> None:
+        """Record an email outcome as it was, then fail the channel if the policy allows no further attempt.
+
+        The outcome (an unknown one included) is on record before any give-up, so every
+        physical email beyond the first is explained by a recorded unknown outcome.
+        """
+        self._observe(observation)
+        if self.known.claims[Channel.EMAIL].state != ClaimState.CLAIMED:
+            return
+        policy = self.known.policy
+        attempts = _claim(self.event_id, Channel.EMAIL).attempts
+        if observation.normalized == Normalized.UNKNOWN_OUTCOME and not policy.resubmit_unknown_email:
+            reason = "unknown_not_resubmitted"
+        elif attempts >= policy.email_attempt_limit:
+            reason = "attempt_limit_reached"
+        else:
+            return
+        note = f"gave up after {attempts} attempt(s)"
+        self._observe(ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.TERMINAL_FAILURE, reason, note=note))

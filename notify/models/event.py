@@ -44,6 +44,11 @@ class Event(models.Model):
     next_action_at = models.DateTimeField(null=True, blank=True)
     act_by = models.DateTimeField(null=True, blank=True)
 
+    # When the earliest wake-up hint still in the broker is due; bookkeeping for
+    # ``notify.tasks.wake`` (one pending hint per event) and the sweeper (a hint
+    # overdue by more than the rest period was lost). Never a decision input.
+    wake_at = models.DateTimeField(null=True, blank=True)
+
     lease_owner = models.CharField(max_length=128, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.PositiveBigIntegerField(

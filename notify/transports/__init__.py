@@ -7,7 +7,7 @@ intent is committed before a remote call and the outcome recorded after it
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import ParamSpec, TypeVar
 
@@ -59,6 +59,18 @@ class Transports:
     @classmethod
     def guarded(cls, sms: SmsTransport, email: EmailTransport) -> "Transports":
         return cls(GuardedSms(sms), GuardedEmail(email))
+
+
+def call_bound(channel: str) -> timedelta:
+    """Return the longest one provider call on ``channel`` can take.
+
+    Client timeouts apply per connect and per read, not to the whole call: a Twilio
+    request is a connect and one small response (two timeouts); an SMTP send is a
+    connect, the greeting and EHLO, the envelope and the reply to DATA (four).
+    """
+    if channel == "sms":
+        return timedelta(seconds=2 * settings.TWILIO_TIMEOUT)
+    return timedelta(seconds=4 * settings.EMAIL_TIMEOUT)
 
 
 @cache

@@ -51,6 +51,9 @@ class SmsMessage:
     sender: str = field(repr=False)
     body: str = field(repr=False)
     status_callback: str
+    # What identifies this message among all sent to ``to``: its event's own reset link,
+    # which the body carries. Recovery matches on it (Twilio takes no idempotency key).
+    reference: str = field(repr=False, default="")
 
 
 class SmsTransport(Protocol):

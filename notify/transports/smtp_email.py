@@ -8,7 +8,7 @@ as ``UnknownOutcome`` and the policy decides whether to resubmit (same Message-I
 import contextlib
 import smtplib
 
-from django.core.mail import EmailMessage, get_connection
+from django.core.mail import BadHeaderError, EmailMessage, get_connection
 
 from notify.states import Normalized
 from notify.transports.base import PermanentError, Receipt, TransientError, UnknownOutcome
@@ -23,8 +23,15 @@ class SmtpEmail:
             # Not connected, or refused before any mail command: nothing was handed over.
             raise TransientError("connect_failed", type(error).__name__) from None
         try:
-            connection.send_messages([message])
+            sent = connection.send_messages([message])
+        except (ValueError, BadHeaderError):
+            # A malformed address or header: no retry can fix it. The error's own text
+            # quotes the address, so it goes no further.
+            raise PermanentError("invalid_message") from None
         except smtplib.SMTPResponseException as error:
+            if not 400 <= error.smtp_code < 600:
+                # smtplib's code -1: a reply it could not read, possibly after DATA was taken.
+                raise UnknownOutcome("unreadable_reply") from None
             # The server answered: a 4xx reply defers, a 5xx reply refuses.
             raw = f"smtp_{error.smtp_code}"
             raise (TransientError(raw) if error.smtp_code < 500 else PermanentError(raw)) from None
@@ -39,4 +46,7 @@ class SmtpEmail:
         finally:
             with contextlib.suppress(OSError, smtplib.SMTPException):
                 connection.close()
+        if sent != 1:
+            # Django sends nothing, and says so only by this count, for a message without recipients.
+            raise PermanentError("no_recipients")
         return Receipt(Normalized.ACCEPTED, "smtp_250")

@@ -30,8 +30,14 @@ STATUS_MAP: Mapping[str, Normalized] = {
 # How many of the destination's newest messages recovery reads. If all of them are
 # newer than the submit, an older match could hide beyond: absence is then unproven.
 LOOKUP_LIMIT = 50
-# Twilio's dates have one-second resolution: look back past the truncation.
-_DATE_SLACK = timedelta(seconds=1)
+# Twilio's dates have one-second resolution and its clock is not ours: look back well
+# past the submit. Wider costs nothing, since the match is on the event's own link.
+_DATE_SLACK = timedelta(minutes=5)
+
+
+# Refusals about our account, not about the destination: 20003 authentication,
+# 20429 too many requests, 30001 queue overflow.
+_OUR_SIDE = frozenset({20003, 20429, 30001})
 
 
 def normalize(raw_status: str) -> Normalized:
@@ -72,9 +78,11 @@ class TwilioSms:
         except (TwilioRestException, requests.RequestException) as error:
             raise UnknownOutcome("lookup_failed", type(error).__name__) from None
         window = [m for m in recent if m.date_created is None or m.date_created >= since - _DATE_SLACK]
-        # Twilio takes no idempotency key: this event's message is the one to this
-        # destination, with this exact body (it carries the event's own link), since the submit.
-        matches = [m for m in window if m.body == message.body]
+        # Twilio takes no idempotency key: this event's message is the one to this destination,
+        # since the submit, that carries the event's own link (a trial-account prefix or smart
+        # encoding may change the rest of the body, never the link).
+        reference = message.reference or message.body
+        matches = [m for m in window if reference in (m.body or "")]
         if matches:
             return _receipt(matches[0])
         if len(recent) == LOOKUP_LIMIT and len(window) == len(recent):
@@ -89,7 +97,7 @@ def _receipt(message: MessageInstance) -> Receipt:
 
 def _typed(error: TwilioRestException) -> Exception:
     raw = f"http_{error.status}" + (f"_{error.code}" if error.code else "")
-    if error.status == 429 or error.status in (401, 403):
+    if error.status in (401, 429) or error.code in _OUR_SIDE:
         # Throttled, or our credentials are wrong: nothing was sent, and the recipient is not at fault.
         return TransientError(raw)
     if error.status >= 500:

@@ -65,3 +65,18 @@ def test_the_embedded_default_generates_its_own_dev_secrets(tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "dev-secrets.json").exists()
+
+
+def test_a_real_database_requires_the_public_callback_address():
+    secrets = {
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x",
+        "DJANGO_SECRET_KEY": "k",
+        "NOTIFY_VAULT_KEYS": "UgWBMItqeg32DFaO66oGGC12eKPo0iNjtUu-sNebIlw=",
+        "NOTIFY_RECIPIENT_PEPPER": "p",
+        "TWILIO_AUTH_TOKEN": "t",
+    }
+
+    result = _import_settings(secrets)
+
+    assert result.returncode != 0
+    assert "PUBLIC_BASE_URL must be set when DATABASE_URL is set" in result.stderr

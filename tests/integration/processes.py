@@ -29,6 +29,9 @@ def worker_environment(*, simulator, public_base_url: str, **overrides: str) -> 
         "NOTIFY_SWEEP_INTERVAL": "0.5",
         "NOTIFY_SWEEP_REDELIVER_AFTER": "2",
         "NOTIFY_SMS_LOOKUP_DELAY": "0.2",
+        # Short client timeouts: a call in flight holds its claim for twice this long.
+        "TWILIO_TIMEOUT": "2",
+        "EMAIL_TIMEOUT": "2",
         "LOG_FORMAT": "json",
         **overrides,
     }

@@ -71,6 +71,7 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
         "no_receipt": scripted(simulator, statuses=[("sent", 0.2)], callbacks="drop"),
         "rejected_email_deferred": scripted(simulator, create=["reject"], smtp=["temp_fail"]),
         "sms_only_expires": scripted(simulator, region="EU", ttl=6, statuses=[("sent", 0.2)]),
+        "sms_only_fails": scripted(simulator, region="EU", statuses=[("sent", 0.2), ("failed", 0.4)]),
         "noisy_callbacks": scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)], callbacks="duplicate"),
         "canary": scripted(
             simulator,
@@ -89,6 +90,7 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
         "no_receipt": State.EMAIL_ACCEPTED,
         "rejected_email_deferred": State.EMAIL_FAILED,
         "sms_only_expires": State.EXPIRED,
+        "sms_only_fails": State.SMS_FAILED,
         "noisy_callbacks": State.SMS_DELIVERED,
         "canary": State.EMAIL_ACCEPTED,
     }

@@ -146,3 +146,15 @@ def test_a_callback_without_message_sid_or_status_is_a_bad_request(client, submi
 
 def test_only_post_is_allowed(client, submitted):
     assert client.get(f"/callbacks/twilio/sms/{submitted.id}").status_code == 405
+
+
+def test_a_delivery_receipt_that_beats_the_submit_answer_proves_the_acceptance_too(client, submitted):
+    assert post_status(client, submitted.id, "delivered").status_code == 204
+
+    event = Event.objects.get(pk=submitted.id)
+    assert event.state == State.SMS_DELIVERED
+    assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.DELIVERED
+    recorded = list(
+        Observation.objects.filter(event=event).order_by("id").values_list("normalized", "caused_transition")
+    )
+    assert recorded == [(Normalized.ACCEPTED, True), (Normalized.DELIVERED, True)]

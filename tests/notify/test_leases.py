@@ -1,6 +1,6 @@
 """Leases: one owner at a time, take-over only after expiry, fencing of stale holders."""
 
-from notify import transitions
+from notify import rows, transitions
 from notify.models import Claim, Event, Observation
 from notify.states import Channel, ClaimState, Normalized, State
 from notify.transitions import Result
@@ -90,3 +90,17 @@ def test_release_frees_the_event_but_not_for_a_stale_holder(db, policy, clock):
     assert Event.objects.get(pk=event.id).lease_owner == "worker-b"
     assert transitions.release_lease(event.id, current)
     assert transitions.take_lease(event.id, "worker-c", now=clock.now() + seconds(32), ttl=TTL) is not None
+
+
+def test_no_intent_is_recorded_for_an_event_changed_since_it_was_read(policy, clock):
+    event = new_event(clock.now())
+    lease = transitions.take_lease(event.id, "slow-worker", now=clock.now(), ttl=seconds(30))
+    assert lease is not None
+    known = rows.load(event.id)
+    # Meanwhile the sweeper expires the event (no lease needed for that).
+    assert transitions.expire(event.id, now=event.expires_at, actor="sweeper").applied
+
+    begun = transitions.begin_submit(event.id, Channel.SMS, now=clock.now(), lease=lease, known=known)
+
+    assert begun is None
+    assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.CLAIMED

@@ -6,7 +6,7 @@ to be called inside a DB transaction, and these tests prove the worker never doe
 
 import pytest
 
-from notify import transitions, worker
+from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transports import TransactionOpenError, Transports
@@ -228,17 +228,6 @@ def test_a_transport_called_inside_a_transaction_is_refused(policy, clock, trans
         transports.sms.fetch("SM" + "0" * 32)
 
 
-def test_steps_of_the_same_event_by_two_owners_send_one_sms(policy, clock, simulator, transports):
-    event = scripted_event(simulator, clock)
-
-    first = worker.advance(event.id, transports=transports, clock=clock, owner="a")
-    second = worker.advance(event.id, transports=transports, clock=clock, owner="b")
-
-    assert first.actions == (NextAction.SUBMIT_SMS,)
-    assert second.outcome == "not_due"
-    assert sms_count(simulator, event.id) == 1
-
-
 def test_a_long_step_renews_its_lease_before_the_next_remote_call(policy, clock, simulator, transports):
     event = scripted_event(simulator, clock, create=["reject"])
     slow = policy.lease_ttl * 2 / 3  # each call takes two thirds of the lease
@@ -268,3 +257,74 @@ def test_a_long_step_renews_its_lease_before_the_next_remote_call(policy, clock,
     # Renewed at the claim (after the slow SMS call), so it outlives the slow email call.
     assert seen["lease_expires_at"] == event.created_at + slow + policy.lease_ttl
     assert Event.objects.get(pk=event.id).state == State.EMAIL_ACCEPTED
+
+
+class DuringCall:
+    """Wrap a transport so that ``during(name)`` runs inside each call, before the real one."""
+
+    def __init__(self, inner, during):
+        self._inner, self._during = inner, during
+
+    def __getattr__(self, name):
+        def call(*args):
+            self._during(name)
+            return getattr(self._inner, name)(*args)
+
+        return call
+
+
+def test_a_call_slower_than_the_lease_ttl_is_not_taken_over(clock, simulator, transports, settings):
+    policy = PolicyVersionFactory.create(lease_ttl=seconds(5))
+    event = scripted_event(simulator, clock)
+    bound = 2 * settings.TWILIO_TIMEOUT
+    rival = {}
+
+    def slow(name):
+        clock.advance(bound - 1)  # longer than the lease TTL, within what one call may take
+        rival["report"] = step(event.id, transports, clock, owner="rival")
+        rival["lease_left"] = Event.objects.get(pk=event.id).lease_expires_at - clock.now()
+
+    step(event.id, Transports(DuringCall(transports.sms, slow), transports.email), clock)
+
+    assert bound - 1 > policy.lease_ttl.total_seconds()
+    # The lease was extended to cover the call, and the claim is not due for settling before it ends.
+    assert rival["lease_left"] > seconds(0)
+    assert rival["report"].actions == ()
+    assert sms_count(simulator, event.id) == 1
+
+
+def test_a_submit_left_in_flight_is_not_looked_up_before_the_call_could_have_ended(
+    policy, clock, simulator, transports, settings
+):
+    event = scripted_event(simulator, clock)
+
+    class Died(Exception):
+        pass
+
+    def die(name):
+        raise Died
+
+    with pytest.raises(Died):
+        step(event.id, Transports(DuringCall(transports.sms, die), transports.email), clock)
+    settle_at = Claim.objects.get(event=event, channel=Channel.SMS).next_attempt_at
+    clock.advance((settle_at - clock.now()).total_seconds() - 1)
+    early = step(event.id, transports, clock)
+    clock.advance(1)
+    settled = step(event.id, transports, clock)
+
+    assert settle_at == event.created_at + seconds(2 * settings.TWILIO_TIMEOUT) + settings.NOTIFY_SMS_LOOKUP_DELAY
+    assert (early.outcome, settled.actions[0]) == ("not_due", NextAction.RECOVER_SMS)
+    assert sms_count(simulator, event.id) == 1
+
+
+def test_the_lookup_after_a_timeout_waits_from_when_the_call_ended(policy, clock, simulator, transports, settings):
+    event = scripted_event(simulator, clock, create=["accept_then_drop", "accept"])
+
+    report = step(
+        event.id, Transports(DuringCall(transports.sms, lambda name: clock.advance(10)), transports.email), clock
+    )
+
+    assert report.actions == (NextAction.SUBMIT_SMS,)
+    sms = Claim.objects.get(event=event, channel=Channel.SMS)
+    assert sms.next_attempt_at == clock.now() + settings.NOTIFY_SMS_LOOKUP_DELAY
+    assert sms_count(simulator, event.id) == 1

@@ -1,0 +1,66 @@
+"""Wake-up hints: at most one pending per event, the earliest, so duplicate chains die out."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+
+from notify import tasks
+from notify.models import Event
+from tests.factories import new_event
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    # The broker is the boundary: record what would be put on it.
+    messages = []
+    monkeypatch.setattr(tasks, "send", lambda event_id, countdown=0.0: messages.append((event_id, countdown)))
+    return messages
+
+
+@pytest.fixture
+def event(policy, clock):
+    with time_machine.travel(clock.now(), tick=False):
+        yield new_event(clock.now())
+
+
+def wake(event, countdown, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.wake(event.id, countdown=countdown)
+
+
+def test_a_wake_up_is_sent_and_recorded_as_pending(event, clock, sent, django_capture_on_commit_callbacks):
+    with time_machine.travel(clock.now(), tick=False):
+        wake(event, 5, django_capture_on_commit_callbacks)
+
+    assert sent == [(event.id, 5)]
+    assert Event.objects.get(pk=event.id).wake_at == clock.now() + timedelta(seconds=5)
+
+
+def test_a_later_wake_up_is_not_sent_while_an_earlier_one_is_pending(
+    event, clock, sent, django_capture_on_commit_callbacks
+):
+    with time_machine.travel(clock.now(), tick=False):
+        wake(event, 5, django_capture_on_commit_callbacks)
+        wake(event, 8, django_capture_on_commit_callbacks)
+        wake(event, 5, django_capture_on_commit_callbacks)
+
+    assert sent == [(event.id, 5)]
+
+
+def test_an_earlier_wake_up_is_sent_and_becomes_the_pending_one(event, clock, sent, django_capture_on_commit_callbacks):
+    with time_machine.travel(clock.now(), tick=False):
+        wake(event, 5, django_capture_on_commit_callbacks)
+        wake(event, 0, django_capture_on_commit_callbacks)
+
+    assert sent == [(event.id, 5), (event.id, 0)]
+    assert Event.objects.get(pk=event.id).wake_at == clock.now()
+
+
+def test_once_the_pending_wake_up_is_due_the_next_one_is_sent(event, clock, sent, django_capture_on_commit_callbacks):
+    with time_machine.travel(clock.now(), tick=False):
+        wake(event, 5, django_capture_on_commit_callbacks)
+    with time_machine.travel(clock.now() + timedelta(seconds=5), tick=False):
+        wake(event, 10, django_capture_on_commit_callbacks)
+
+    assert sent == [(event.id, 5), (event.id, 10)]
