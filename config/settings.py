@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",
     "django_prometheus",
     "policies",
     "notify",
@@ -149,6 +150,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+
+# The internal API: requests per service (shared across processes when REDIS_CACHE_URL is
+# set; per process otherwise), and the largest request body accepted (413 beyond it).
+API_RATE_LIMIT = env_str("API_RATE_LIMIT", "1200/min")
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("API_MAX_BODY_BYTES", 16 * 1024, minimum=1024)
+_cache_url = env_optional_str("REDIS_CACHE_URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+        if _cache_url
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

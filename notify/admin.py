@@ -7,10 +7,12 @@ are not shown (they need the console's dedicated permission).
 
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
-from notify.models import Claim, Event, Transition
+from notify.models import Claim, Event, ServiceToken, Transition
 
 if TYPE_CHECKING:
     _EventAdmin = admin.ModelAdmin[Event]
@@ -71,3 +73,47 @@ class EventAdmin(ReadOnly, _EventAdmin):
         "expires_at",
     )
     inlines = (ClaimInline, TransitionInline)
+
+
+if TYPE_CHECKING:
+    _TokenAdmin = admin.ModelAdmin[ServiceToken]
+else:
+    _TokenAdmin = admin.ModelAdmin
+
+
+@admin.register(ServiceToken)
+class ServiceTokenAdmin(_TokenAdmin):
+    """Create (the token is shown once, in the confirmation message) and revoke service tokens."""
+
+    list_display = ("service", "label", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("service",)
+    search_fields = ("service", "label", "prefix")
+    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ("revoke",)
+
+    def get_fields(self, request: HttpRequest, obj: ServiceToken | None = None) -> list[str]:  # type: ignore[override]
+        if obj is None:
+            return ["service", "label"]
+        return ["service", "label", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ServiceToken | None = None) -> list[str]:
+        return ["service", *self.readonly_fields] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: ServiceToken, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        issued, token = ServiceToken.issue(obj.service, now=timezone.now(), label=obj.label)
+        obj.pk, obj.prefix, obj.digest, obj.created_at = issued.pk, issued.prefix, issued.digest, issued.created_at
+        self.message_user(
+            request, f"Token for {issued.service}: {token} — copy it now, it is not shown again.", messages.WARNING
+        )
+
+    @admin.action(description="Revoke the selected tokens (effective at once)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ServiceToken]) -> None:
+        revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+    def has_delete_permission(self, request: HttpRequest, obj: ServiceToken | None = None) -> bool:
+        # Revoked, not deleted: "last used" stays on record for the audit.
+        return False

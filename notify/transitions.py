@@ -389,13 +389,19 @@ def begin_submit(
     becomes due for settling: no later worker may act on the claim while the call
     could still be in flight.
     """
+    base = known if known is not None else rows.load(event_id)
+    after = dataclasses.replace(
+        base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
+    )
+    # What is next if this call's outcome is never recorded: settle the claim at settle_at.
+    decision = machine.decide(after.event, after.claims, after.policy, now)
     with transaction.atomic():
         # Lock the event row while checking the lease: a take-over waits until this intent
         # is committed, and then finds the claim SUBMITTING. The version check refuses an
         # event changed under a stale read (say, expired by the sweeper meanwhile).
-        held = Event.objects.select_for_update().filter(pk=event_id, lease_token=lease.token, lease_expires_at__gt=now)
-        if known is not None:
-            held = held.filter(version=known.version)
+        held = Event.objects.select_for_update().filter(
+            pk=event_id, lease_token=lease.token, lease_expires_at__gt=now, version=base.version
+        )
         if not list(held.values_list("pk")):
             return None
         updated = Claim.objects.filter(event_id=event_id, channel=channel, state=ClaimState.CLAIMED).update(
@@ -405,14 +411,13 @@ def begin_submit(
             next_attempt_at=settle_at,
             updated_at=now,
         )
-        if updated == 1 and hold is not None:
-            Event.objects.filter(pk=event_id).update(lease_expires_at=now + hold)
-    if updated != 1:
-        return None
-    base = known if known is not None else rows.load(event_id)
-    return dataclasses.replace(
-        base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
-    )
+        if updated != 1:
+            return None
+        schedule = {"next_action": decision.action, "next_action_at": decision.due_at, "act_by": decision.act_by}
+        if hold is not None:
+            schedule["lease_expires_at"] = now + hold
+        Event.objects.filter(pk=event_id).update(**schedule)
+    return after
 
 
 def take_lease(event_id: str, owner: str, *, now: datetime, ttl: timedelta) -> Lease | None:

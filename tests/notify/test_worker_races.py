@@ -34,8 +34,9 @@ def test_a_delivery_seen_by_poll_and_by_callbacks_at_once_moves_the_event_once(p
     assert Event.objects.get(pk=event.id).state == State.SMS_DELIVERED
     history = list(Transition.objects.filter(event=event).order_by("version").values_list("version", "to_state"))
     assert history == [(1, State.SMS_REQUESTED), (2, State.SMS_PENDING), (3, State.SMS_DELIVERED)]
-    # Seven copies of one callback are one piece of evidence; the poll's report is kept beside it.
+    # Seven copies of one callback are one piece of evidence. The poll, if it ran before the
+    # callbacks landed, is kept beside it; if after, it found nothing left to do.
     assert Observation.objects.filter(event=event, source=Source.CALLBACK).count() == 1
-    assert Observation.objects.filter(event=event, source=Source.POLL).count() == 1
+    assert Observation.objects.filter(event=event, source=Source.POLL).count() <= 1
     assert Observation.objects.filter(event=event, caused_transition=True, raw_status="delivered").count() == 1
     assert sms_count(simulator, event.id) == 1

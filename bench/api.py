@@ -1,0 +1,149 @@
+"""api_creations_per_s: event creations per second through the HTTP API, in production dress.
+
+gunicorn (not the dev server) serves the project on PostgreSQL, with wake-ups going
+to Redis; an asyncio client on loopback keeps ``CONCURRENCY`` requests in flight.
+The ceiling is the same server, token check and rate limiter answering
+``GET /api/v1/whoami``, which does no work of its own: what the framework allows.
+Rounds alternate the order of the two and the median-ratio round is reported.
+"""
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import redis
+from django.core.management import call_command
+
+from notify.clock import system_clock
+from notify.management.commands.demo_feed import fictional_phone
+from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKER = "redis://127.0.0.1:6379/14"
+CONCURRENCY = 16
+SECONDS = 8.0
+ROUNDS = 3
+GUNICORN = ["--workers", "4", "--worker-class", "gthread", "--threads", "4", "--backlog", "512"]
+
+
+@dataclass(frozen=True)
+class Load:
+    rate: float
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    create: Load
+    ceiling: Load
+
+
+def run() -> Figures:
+    call_command("load_policies", verbosity=0)
+    token = ServiceToken.issue("bench", now=system_clock.now())[1]
+    port = _free_port()
+    server = _start_gunicorn(port)
+    try:
+        rounds = []
+        for number in range(ROUNDS):
+            _forget_events()
+            order = ("create", "ceiling") if number % 2 == 0 else ("ceiling", "create")
+            loads = {name: asyncio.run(_drive(name, port, token)) for name in order}
+            print(
+                f"  round {number + 1}: create {loads['create'].rate:.0f}/s "
+                f"(p50 {loads['create'].p50_ms:.1f} ms, p99 {loads['create'].p99_ms:.1f} ms), "
+                f"whoami {loads['ceiling'].rate:.0f}/s (p99 {loads['ceiling'].p99_ms:.1f} ms)"
+            )
+            rounds.append((loads["create"].rate / loads["ceiling"].rate, loads))
+        _, median = sorted(rounds, key=lambda pair: pair[0])[len(rounds) // 2]
+        return Figures(median["create"], median["ceiling"])
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+        redis.Redis.from_url(BROKER).flushdb()
+
+
+def _start_gunicorn(port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "CELERY_BROKER_URL": BROKER,
+        "API_RATE_LIMIT": "100000000/min",
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_DEBUG": "0",
+    }
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}", *GUNICORN]
+    log = (ROOT / "bench" / "results" / "gunicorn.log").open("wb")
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("gunicorn did not start; see bench/results/gunicorn.log")
+
+
+async def _drive(name: str, port: int, token: str) -> Load:
+    """Keep CONCURRENCY requests in flight for SECONDS; return the rate and latencies of the 2xx ones."""
+    base = f"http://127.0.0.1:{port}/api/v1"
+    headers = {"Authorization": f"Bearer {token}"}
+    latencies: list[float] = []
+    rng = random.Random(name)
+    stop_at = time.monotonic() + SECONDS
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            if name == "create":
+                request = session.post(f"{base}/events", json=_body(rng), headers=headers)
+            else:
+                request = session.get(f"{base}/whoami", headers=headers)
+            async with request as response:
+                await response.read()
+                if response.status >= 300:
+                    raise SystemExit(f"{name}: unexpected {response.status}: {await response.text()}")
+            latencies.append(time.perf_counter() - started)
+
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        started = time.monotonic()
+        await asyncio.gather(*(client(session) for _ in range(CONCURRENCY)))
+        elapsed = time.monotonic() - started
+    cuts = statistics.quantiles(latencies, n=100)
+    return Load(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000)
+
+
+def _body(rng: random.Random) -> dict[str, object]:
+    return {
+        "client_key": str(uuid.UUID(int=rng.getrandbits(128))),
+        "purpose": "password_reset",
+        "region": "US",
+        "phone": fictional_phone(rng, "US"),
+        "email": f"bench.{rng.randrange(10**9)}@example.org",
+        "reset_url": f"https://accounts.example.org/reset/{uuid.UUID(int=rng.getrandbits(128)).hex}",
+        "ttl_seconds": 600,
+    }
+
+
+def _forget_events() -> None:
+    for model in (Observation, Transition, Claim, VaultEntry, Event):
+        model.objects.all().delete()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

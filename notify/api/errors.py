@@ -1,0 +1,62 @@
+"""Every client error as one JSON shape, ``Error``, with the right status, and never an input value."""
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
+
+log = logging.getLogger("notify.api")
+
+
+def error_body(code: str, message: str, fields: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"error": code, "message": message, "fields": fields or []}
+
+
+def register(api: NinjaAPI) -> None:
+    def respond(request: HttpRequest, status: int, code: str, message: str, **extra: Any) -> HttpResponse:
+        log.info("api_refused", extra={"path": request.path, "status": status, "error": code})
+        return api.create_response(request, error_body(code, message, **extra), status=status)
+
+    @api.exception_handler(AuthenticationError)
+    def unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        response = respond(request, 401, "unauthorized", "a valid, unrevoked service token is required as 'Bearer'")
+        response["WWW-Authenticate"] = 'Bearer realm="reset-delivery"'
+        return response
+
+    @api.exception_handler(Throttled)
+    def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
+        # ninja adds Retry-After (whole seconds) to this response.
+        return respond(request, 429, "rate_limited", f"this service may make {settings.API_RATE_LIMIT} requests")
+
+    @api.exception_handler(ValidationError)
+    def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        # Pydantic's messages describe the rule broken, not the value (ninja drops "input").
+        fields = [{"field": _field(error["loc"]), "message": error["msg"]} for error in exc.errors]
+        return respond(request, 422, "invalid_request", "the request is not valid; see fields", fields=fields)
+
+    @api.exception_handler(RequestDataTooBig)
+    def too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return respond(request, 413, "too_large", f"the request body exceeds {limit} bytes")
+
+    @api.exception_handler(Http404)
+    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return respond(request, 404, "not_found", "no such resource for this service")
+
+    @api.exception_handler(HttpError)
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        # ninja raises 400 "Cannot parse request body" for JSON it cannot read.
+        code = "malformed_request" if exc.status_code == 400 else "http_error"
+        return respond(request, exc.status_code, code, str(exc))
+
+
+def _field(location: Any) -> str:
+    """Name the field an error is about: ``("body", "payload", "phone")`` -> ``phone``."""
+    parts = [str(part) for part in location]
+    if parts[:1] == ["body"]:
+        parts = parts[2:]
+    return ".".join(parts) or "body"

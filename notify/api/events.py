@@ -1,0 +1,127 @@
+"""``/api/v1/events``: services create reset deliveries and follow them."""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Max
+from django.http import Http404, HttpRequest
+from ninja import Router, Status
+
+from notify import tasks
+from notify.api.errors import error_body
+from notify.api.schemas import ChannelStatus, CreatedEvent, CreateEvent, Error, EventStatus, Service
+from notify.clock import system_clock
+from notify.events import EventRefused, Refusal, ResetRequest, create_event
+from notify.models import Event, Observation, ServiceToken
+from notify.states import Channel, ClaimState, NextAction, State
+
+log = logging.getLogger("notify.api")
+
+router = Router(tags=["events"])
+
+REFUSED = {401: Error, 404: Error, 409: Error, 413: Error, 422: Error, 429: Error}
+
+
+def console_url(event_id: str) -> str:
+    return f"{settings.PUBLIC_BASE_URL}/events/{event_id}"
+
+
+def _service(request: HttpRequest) -> str:
+    token = request.auth  # type: ignore[attr-defined]
+    assert isinstance(token, ServiceToken)
+    return token.service
+
+
+@router.post("/events", response={200: CreatedEvent, 201: CreatedEvent, 400: Error, **REFUSED})
+def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
+    """Ask for a reset to be delivered. Repeating a request with the same client_key is safe.
+
+    201: created, and the first worker step is on its way. 200: this client_key was seen
+    before with the same request; nothing is sent twice. 409: it was seen with a
+    different request. 422: a field is invalid, or the region's policy refuses the
+    request (unknown region or purpose, destination not allowed, consent missing, an
+    expiry that leaves no usable time); ``error`` names the reason.
+    """
+    service = _service(request)
+    reset = ResetRequest(
+        service=service,
+        client_key=payload.client_key,
+        region=payload.region,
+        purpose=payload.purpose,
+        phone=payload.phone,
+        email=payload.email,
+        reset_url=payload.reset_url,
+        expires_at=payload.expires_at,
+        ttl=timedelta(seconds=payload.ttl_seconds) if payload.ttl_seconds is not None else None,
+        consent=payload.consent,
+    )
+    try:
+        outcome = create_event(reset, now=system_clock.now())
+    except EventRefused as refused:
+        status = 409 if refused.reason == Refusal.IDEMPOTENCY_CONFLICT else 422
+        log.info("api_create", extra={"service": service, "status": status, "error": refused.reason.value})
+        fields = [{"field": refused.field, "message": refused.message}] if refused.field else []
+        return Status(status, error_body(refused.reason.value, refused.message, fields))
+    event = outcome.event
+    if outcome.created:
+        tasks.wake(event.id)
+    status = 201 if outcome.created else 200
+    log.info("api_create", extra={"service": service, "status": status, "event_id": event.id})
+    return Status(
+        status,
+        {
+            "event_id": event.id,
+            "state": event.state,
+            "region": event.region,
+            "policy_version": event.policy.number,
+            "expires_at": event.expires_at,
+            "next_action": event.next_action,
+            "console_url": console_url(event.id),
+        },
+    )
+
+
+@router.get("/events/{event_id}", response={200: EventStatus, **REFUSED})
+def follow(request: HttpRequest, event_id: str) -> EventStatus:
+    """Follow an event: its state, each channel's claim, the next action and the time left for it."""
+    event = Event.objects.select_related("policy").filter(pk=event_id, service=_service(request)).first()
+    if event is None:
+        raise Http404
+    now = system_clock.now()
+    last_seen = dict(
+        Observation.objects.filter(event=event)
+        .values("channel")
+        .annotate(last=Max("recorded_at"))
+        .values_list("channel", "last")
+    )
+    channels = [
+        ChannelStatus(
+            channel=Channel(claim.channel),
+            claim_state=ClaimState(claim.state),
+            attempts=claim.attempts,
+            last_observation_at=last_seen.get(claim.channel),
+        )
+        for claim in event.claims.order_by("created_at")
+    ]
+    # act_by is stored at every write, as decide computed it: the budget is its distance from now.
+    deadline = event.act_by
+    return EventStatus(
+        event_id=event.id,
+        state=State(event.state),
+        region=event.region,
+        policy_version=event.policy.number,
+        created_at=event.created_at,
+        expires_at=event.expires_at,
+        channels=channels,
+        next_action=NextAction(event.next_action),
+        next_action_at=event.next_action_at,
+        remaining_budget_seconds=(deadline - now).total_seconds() if deadline is not None else None,
+        state_age_seconds=(now - event.state_entered_at).total_seconds(),
+    )
+
+
+@router.get("/whoami", response={200: Service, **REFUSED})
+def whoami(request: HttpRequest) -> Service:
+    """Return the service your token belongs to: a cheap way to check a token."""
+    return Service(service=_service(request))

@@ -1,0 +1,87 @@
+"""The API's request and response shapes: they validate requests and generate the OpenAPI schema."""
+
+from datetime import datetime
+from typing import Literal
+
+from ninja import Schema
+from pydantic import AwareDatetime, Field, model_validator
+
+from notify.states import Channel, ClaimState, NextAction, State
+
+# Printable ASCII without spaces: safe in logs and URLs, and what idempotency keys look like.
+CLIENT_KEY_PATTERN = r"^[!-~]+$"
+
+
+class CreateEvent(Schema):
+    """A password-reset delivery request. Phone, email and link go to the vault and are never returned."""
+
+    client_key: str = Field(
+        min_length=1, max_length=128, pattern=CLIENT_KEY_PATTERN, description="Your idempotency key for this reset."
+    )
+    purpose: Literal["password_reset"] = Field(description="What the message is for.")
+    region: str = Field(min_length=2, max_length=8, pattern=r"^[A-Z]+$", description="Policy region, e.g. US or EU.")
+    phone: str = Field(min_length=1, max_length=32, description="The subscriber's phone number, E.164 (+14155550123).")
+    email: str = Field(min_length=1, max_length=254, description="The subscriber's verified email address.")
+    reset_url: str = Field(min_length=1, max_length=2048, description="The https reset link to deliver.")
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the link expires (ISO 8601 with offset). Give this or ttl_seconds."
+    )
+    ttl_seconds: int | None = Field(
+        default=None, ge=1, le=86_400, description="The link's lifetime from now, in seconds. Give this or expires_at."
+    )
+    consent: bool = Field(default=False, description="The subscriber consented to SMS (required by some regions).")
+
+    @model_validator(mode="after")
+    def one_expiry(self) -> "CreateEvent":
+        if (self.expires_at is None) == (self.ttl_seconds is None):
+            raise ValueError("give exactly one of expires_at and ttl_seconds")
+        return self
+
+
+class CreatedEvent(Schema):
+    event_id: str
+    state: State
+    region: str
+    policy_version: int = Field(description="The number of the region's policy version the event is held to.")
+    expires_at: datetime
+    next_action: NextAction
+    console_url: str = Field(description="The event's page in the on-call console.")
+
+
+class ChannelStatus(Schema):
+    channel: Channel
+    claim_state: ClaimState
+    attempts: int
+    last_observation_at: datetime | None
+
+
+class EventStatus(Schema):
+    event_id: str
+    state: State
+    region: str
+    policy_version: int
+    created_at: datetime
+    expires_at: datetime
+    channels: list[ChannelStatus]
+    next_action: NextAction
+    next_action_at: datetime | None
+    remaining_budget_seconds: float | None = Field(
+        description="Seconds until act_by, the last moment the next step can start and still finish before expiry "
+        "(negative: overdue; null: nothing left to do)."
+    )
+    state_age_seconds: float = Field(description="Seconds since the event entered its current state.")
+
+
+class FieldError(Schema):
+    field: str
+    message: str
+
+
+class Error(Schema):
+    error: str = Field(description="A stable code: unauthorized, not_found, invalid_request, a refusal reason, ...")
+    message: str
+    fields: list[FieldError] = Field(default_factory=list)
+
+
+class Service(Schema):
+    service: str

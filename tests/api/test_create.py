@@ -1,0 +1,174 @@
+"""POST /api/v1/events: every answer a caller can get, each with its body."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.test import Client
+
+from notify.clock import system_clock
+from notify.models import Claim, Event, ServiceToken
+from tests.api.payloads import body, post
+
+
+@pytest.fixture(autouse=True)
+def published(policy):
+    return policy
+
+
+def test_a_new_request_creates_the_event_and_enqueues_its_first_step(api, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as wakeups:
+        response = post(api, body(client_key="k-1"))
+
+    assert response.status_code == 201
+    created = response.json()
+    event = Event.objects.get(pk=created["event_id"])
+    assert created == {
+        "event_id": event.id,
+        "state": "sms_requested",
+        "region": "US",
+        "policy_version": event.policy.number,
+        "expires_at": created["expires_at"],
+        "next_action": "submit_sms",
+        "console_url": f"http://127.0.0.1:8000/events/{event.id}",
+    }
+    assert abs((event.expires_at - event.created_at) - timedelta(seconds=600)) < timedelta(seconds=1)
+    assert (event.service, event.client_key) == ("accounts", "k-1")
+    assert len(wakeups) == 1
+
+
+def test_an_explicit_expiry_with_an_offset_is_kept(api):
+    expires_at = (system_clock.now() + timedelta(minutes=15)).replace(microsecond=0)
+    response = post(api, body(ttl_seconds=None, expires_at=expires_at.astimezone().isoformat()))
+
+    assert response.status_code == 201
+    assert Event.objects.get(pk=response.json()["event_id"]).expires_at == expires_at
+
+
+def test_the_same_request_again_returns_the_same_event_and_sends_nothing_more(api, django_capture_on_commit_callbacks):
+    first = post(api, body(client_key="k-2")).json()
+    with django_capture_on_commit_callbacks(execute=False) as wakeups:
+        again = post(api, body(client_key="k-2"))
+
+    assert again.status_code == 200
+    assert again.json()["event_id"] == first["event_id"]
+    assert (Event.objects.count(), Claim.objects.count(), wakeups) == (1, 1, [])
+
+
+def test_the_same_client_key_with_a_different_request_is_a_conflict(api):
+    post(api, body(client_key="k-3"))
+
+    response = post(api, body(client_key="k-3", ttl_seconds=900))
+
+    assert response.status_code == 409
+    assert response.json()["error"] == "idempotency_conflict"
+    assert "client_key" in response.json()["message"]
+    assert Event.objects.count() == 1
+
+
+def test_the_same_client_key_from_another_service_is_another_event(api, client):
+    other = ServiceToken.issue("billing", now=system_clock.now())[1]
+    post(api, body(client_key="k-4"))
+
+    response = post(Client(), body(client_key="k-4"), Authorization=f"Bearer {other}")
+
+    assert response.status_code == 201
+    assert Event.objects.count() == 2
+
+
+def test_invalid_fields_are_listed_each_with_why(api):
+    response = post(api, body(phone=None, ttl_seconds=-5, purpose="marketing", client_key="has space"))
+
+    assert response.status_code == 422
+    answer = response.json()
+    assert answer["error"] == "invalid_request"
+    assert {error["field"] for error in answer["fields"]} == {"phone", "ttl_seconds", "purpose", "client_key"}
+    assert all(error["message"] for error in answer["fields"])
+
+
+def test_both_or_neither_expiry_is_refused(api):
+    both = post(api, body(expires_at="2030-01-01T00:00:00+00:00"))
+    neither = post(api, body(ttl_seconds=None))
+
+    for response in (both, neither):
+        assert response.status_code == 422
+        assert "exactly one of expires_at and ttl_seconds" in response.json()["fields"][0]["message"]
+
+
+def test_an_expiry_without_an_offset_is_refused(api):
+    response = post(api, body(ttl_seconds=None, expires_at="2030-01-01T00:00:00"))
+
+    assert response.status_code == 422
+    assert response.json()["fields"][0]["field"] == "expires_at"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason", "field"),
+    [
+        ({"phone": "+1415555"}, "invalid_phone", "phone"),
+        ({"email": "not-an-address"}, "invalid_email", "email"),
+        ({"reset_url": "http://accounts.example.org/reset/x"}, "invalid_reset_url", "reset_url"),
+        ({"ttl_seconds": 5}, "unusable_expiry", "expires_at"),
+        ({"region": "XX"}, "unknown_region", "region"),
+        ({"phone": "+4930901820"}, "destination_not_allowed", "phone"),
+    ],
+)
+def test_a_request_the_policy_refuses_names_the_reason(api, overrides, reason, field):
+    response = post(api, body(**overrides))
+
+    assert response.status_code == 422
+    answer = response.json()
+    assert (answer["error"], answer["fields"][0]["field"]) == (reason, field)
+    for value in overrides.values():
+        assert str(value) not in response.content.decode()
+    assert Event.objects.count() == 0
+
+
+def test_malformed_json_is_a_bad_request(api):
+    response = api.post("/api/v1/events", "{not json", content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "malformed_request"
+
+
+def test_a_body_over_the_limit_is_refused_and_nothing_is_stored(api, settings):
+    response = post(api, body(reset_url="https://example.org/" + "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+
+    assert response.status_code == 413
+    assert response.json()["error"] == "too_large"
+    assert Event.objects.count() == 0
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer rdt_not-a-real-token", "Basic YWxhZGRpbjpvcGVuc2VzYW1l"])
+def test_a_missing_or_unknown_token_is_unauthorized(client, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+
+    response = post(client, body(), **headers)
+
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_revoked_token_is_unauthorized(api, token):
+    ServiceToken.objects.update(revoked_at=system_clock.now())
+
+    response = post(api, body())
+
+    assert response.status_code == 401
+
+
+def test_a_service_over_its_rate_is_told_when_to_retry(api, settings):
+    settings.API_RATE_LIMIT = "2/min"
+    with time_machine.travel(system_clock.now(), tick=False):
+        answers = [post(api, body()) for _ in range(3)]
+
+    assert [answer.status_code for answer in answers] == [201, 201, 429]
+    assert answers[2].json()["error"] == "rate_limited"
+    assert int(answers[2]["Retry-After"]) == 60
+
+
+def test_a_token_records_when_it_was_last_used(api):
+    post(api, body())
+
+    assert ServiceToken.objects.get().last_used_at is not None
