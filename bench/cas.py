@@ -78,6 +78,9 @@ def _reset_tables() -> PolicyVersion:
             "email_attempt_limit": 3,
             "email_backoff": timedelta(seconds=10),
             "page_margin": timedelta(seconds=30),
+            "vault_retention": timedelta(hours=1),
+            "raw_payload_retention": timedelta(days=2),
+            "observation_retention": timedelta(days=14),
         },
     )
     return policy
