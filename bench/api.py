@@ -25,8 +25,8 @@ import redis
 from django.core.management import call_command
 
 from notify.clock import system_clock
-from notify.management.commands.demo_feed import fictional_phone
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
+from notify.simulator.fictional import fictional_phone
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = "redis://127.0.0.1:6379/14"

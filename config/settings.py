@@ -208,7 +208,6 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Our LOGGING config (JSON in production) applies to the worker too.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 # The sweeper is the truth behind the broker's wake-up hints: how often it looks for
 # events whose next action is due, how many it takes per batch, and how long an

@@ -19,7 +19,7 @@ from twilio.request_validator import HMAC_SHA256, RequestValidator, get_signatur
 
 from notify import machine, tasks, transitions
 from notify.clock import system_clock
-from notify.models import Event, Observation
+from notify.models import Observation
 from notify.states import Channel, Source
 from notify.transitions import ObservationInput
 from notify.transports.twilio_sms import normalize
@@ -44,8 +44,6 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
     status = params.get("MessageStatus") or params.get("SmsStatus", "")
     if not sid or not status:
         return HttpResponse("MessageSid and MessageStatus are required", status=400, content_type="text/plain")
-    if not Event.objects.filter(pk=event_id).exists():
-        return HttpResponse("no such event", status=404, content_type="text/plain")
     dedup_key = f"{sid}:{status}"[:100]
     if Observation.objects.filter(event_id=event_id, dedup_key=dedup_key).exists():
         return _answer(event_id, status, "duplicate", started)
@@ -64,6 +62,8 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
     except IntegrityError:
         # The same report, racing itself: the other copy was stored, this one wrote nothing.
         return _answer(event_id, status, "duplicate", started)
+    except LookupError:
+        return HttpResponse("no such event", status=404, content_type="text/plain")
     after = outcome.after
     decision = machine.decide(after.event, after.claims, after.policy, now)
     if outcome.applied and decision.due_at is not None and decision.due_at <= now:

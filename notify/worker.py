@@ -200,8 +200,8 @@ class _Step:
             raise Ended
         self.known = outcome.after
 
-    def _observe(self, observation: ObservationInput, now: datetime | None = None) -> None:
-        now = now or self.clock.now()
+    def _observe(self, observation: ObservationInput) -> None:
+        now = self.clock.now()
         self._landed(transitions.record_receipt(self.event_id, observation, now=now, **self._as_holder()))
 
     def _begin(self, channel: Channel, now: datetime) -> None:

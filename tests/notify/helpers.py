@@ -2,10 +2,15 @@
 
 from datetime import timedelta
 
+from django.conf import settings
+from twilio.request_validator import RequestValidator
+
 from notify import transitions
 from notify.models import Event
 from notify.states import Cause, Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
+from notify.worker import sms_callback_url
+from tests.factories import CANARY_PHONE
 
 
 def observe(event_id, channel, normalized, now, *, source=Source.CALLBACK, lease=None, actor="test"):
@@ -68,3 +73,25 @@ def drive_to(event, state, now):
 
 def seconds(n):
     return timedelta(seconds=n)
+
+
+SID = "SM" + "a" * 32
+
+
+def post_status(client, event_id, status, *, sid=SID, signature=None, extra=None):
+    params = {
+        "MessageSid": sid,
+        "SmsSid": sid,
+        "MessageStatus": status,
+        "SmsStatus": status,
+        "AccountSid": settings.TWILIO_ACCOUNT_SID,
+        "To": CANARY_PHONE,
+        "From": "+15005550006",
+        "Body": "Reset: https://accounts.example.org/reset/canary-token-7f3a",
+        "ApiVersion": "2010-04-01",
+        **(extra or {}),
+    }
+    if signature is None:
+        signature = RequestValidator(settings.TWILIO_AUTH_TOKEN).compute_signature(sms_callback_url(event_id), params)
+    headers = {"X-Twilio-Signature": signature} if signature else {}
+    return client.post(f"/callbacks/twilio/sms/{event_id}", params, headers=headers)

@@ -11,28 +11,7 @@ from notify.models import Claim, Event, Observation
 from notify.states import Channel, ClaimState, Normalized, State
 from notify.worker import sms_callback_url
 from tests.factories import CANARY_PHONE, new_event
-from tests.notify.helpers import claim, drive_to, submit
-
-SID = "SM" + "a" * 32
-
-
-def post_status(client, event_id, status, *, sid=SID, signature=None, extra=None):
-    params = {
-        "MessageSid": sid,
-        "SmsSid": sid,
-        "MessageStatus": status,
-        "SmsStatus": status,
-        "AccountSid": settings.TWILIO_ACCOUNT_SID,
-        "To": CANARY_PHONE,
-        "From": "+15005550006",
-        "Body": "Reset: https://accounts.example.org/reset/canary-token-7f3a",
-        "ApiVersion": "2010-04-01",
-        **(extra or {}),
-    }
-    if signature is None:
-        signature = RequestValidator(settings.TWILIO_AUTH_TOKEN).compute_signature(sms_callback_url(event_id), params)
-    headers = {"X-Twilio-Signature": signature} if signature else {}
-    return client.post(f"/callbacks/twilio/sms/{event_id}", params, headers=headers)
+from tests.notify.helpers import SID, claim, drive_to, post_status, submit
 
 
 @pytest.fixture(autouse=True)

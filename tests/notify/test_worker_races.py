@@ -9,7 +9,7 @@ from notify.clock import FakeClock
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Channel, Source, State
 from tests.concurrency import race
-from tests.notify.test_callbacks import post_status
+from tests.notify.helpers import post_status
 from tests.notify.workers import scripted_event, sms_count, step
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,6 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any
 
-import phonenumbers
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
@@ -21,22 +20,10 @@ from notify import tasks
 from notify.clock import system_clock
 from notify.events import EventRefused, ResetRequest, create_event
 from notify.simulator.control import SimulatorControl
+from notify.simulator.fictional import fictional_phone
 
 # Region -> the countries its fictional subscribers live in.
 COUNTRIES = {"US": ["US"], "EU": ["DE", "FR", "NL", "ES", "IT"]}
-
-
-def fictional_phone(rng: random.Random, country: str) -> str:
-    """Return a valid number for ``country``: its example mobile number with the last digits varied."""
-    example = phonenumbers.example_number_for_type(country, phonenumbers.PhoneNumberType.MOBILE)
-    assert example is not None
-    digits = str(example.national_number)
-    while True:
-        candidate = phonenumbers.PhoneNumber(
-            country_code=example.country_code, national_number=int(digits[:-4] + f"{rng.randrange(10_000):04d}")
-        )
-        if phonenumbers.is_valid_number(candidate):
-            return phonenumbers.format_number(candidate, phonenumbers.PhoneNumberFormat.E164)
 
 
 class Command(BaseCommand):
