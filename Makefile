@@ -10,6 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/reset_delivery
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/reset_delivery_bench
 # Test-only secrets: never used outside the test and bench runs.
 TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
+	DJANGO_HTTPS=false \
 	NOTIFY_VAULT_KEYS=UgWBMItqeg32DFaO66oGGC12eKPo0iNjtUu-sNebIlw= \
 	NOTIFY_RECIPIENT_PEPPER=test-only-pepper \
 	TWILIO_ACCOUNT_SID=AC00000000000000000000000000000000 \

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config import devsecrets
@@ -85,6 +86,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "template_partials",
+    "csp",
     "ninja",
     "django_prometheus",
     "policies",
@@ -101,6 +104,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
@@ -171,6 +175,46 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runbook:events"
+LOGOUT_REDIRECT_URL = "login"
+
+# The console serves its scripts (htmx, pinned through django-htmx) and styles itself, so
+# the policy allows nothing but its own origin: no inline script or style, no framing.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+    }
+}
+
+# Transport security. Production (a DATABASE_URL) is served over HTTPS unless DJANGO_HTTPS
+# says otherwise (a test run on plain loopback); the embedded default is plain HTTP.
+HTTPS = env_bool("DJANGO_HTTPS", default=not EMBEDDED)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+# Prometheus scrapes over the internal network, usually in plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
+# Behind a TLS-terminating proxy, trust its X-Forwarded-Proto (and only then: a client could
+# otherwise claim HTTPS over plain HTTP).
+if env_bool("DJANGO_BEHIND_TLS_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+# A responder's console session lasts one shift.
+SESSION_COOKIE_AGE = env_int("DJANGO_SESSION_SECONDS", 12 * 3600, minimum=300)
 
 # Celery: the broker only carries wake-up hints (event ids); the database is the truth.
 # The embedded default uses kombu's filesystem transport, which works across processes

@@ -1,12 +1,14 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 from notify.api import api
 
 urlpatterns = [
-    # Until the on-call console has its own list, the open events are in the admin.
-    path("", RedirectView.as_view(url="/admin/notify/event/", permanent=False)),
+    path("", include("runbook.urls")),
+    # Only log in and out: console accounts are managed by staff in the admin.
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("", include("notify.urls")),

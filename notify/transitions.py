@@ -155,15 +155,20 @@ def claim_email_fallback(
     cause: Cause,
     lease: Lease | None = None,
     known: rows.Loaded | None = None,
+    seen_version: int | None = None,
 ) -> Outcome:
     """Move the event to ``email_claimed`` and insert the email claim, atomically.
 
     Allowed only from a terminal SMS failure or at/after the fallback deadline
     (``machine.may_claim_fallback``). The claim's unique constraint backs up the
     version guard: even a writer that bypassed the CAS could not insert a second one.
+    An operator passes the ``seen_version`` their decision was based on: if the event
+    moved since, nothing is claimed and they decide again from what it now is.
     """
 
     def plan(loaded: rows.Loaded) -> _Change | None:
+        if seen_version is not None and loaded.version != seen_version:
+            return None
         if not machine.may_claim_fallback(loaded.event, loaded.policy, now):
             return None
         return _Change(State.EMAIL_CLAIMED, cause, claimed_channel=Channel.EMAIL)
@@ -277,8 +282,11 @@ def _write(
         }
     claim_move = None
     if observation is not None:
-        after = dataclasses.replace(after, last_observation_at=now)
-        fields["last_observation_at"] = now
+        if observation.normalized != Normalized.NOTE:
+            # An operator's note says nothing about the provider: it must not push back
+            # the next poll, which counts from the last real observation.
+            after = dataclasses.replace(after, last_observation_at=now)
+            fields["last_observation_at"] = now
         claim_move = _claim_move(loaded, observation, now)
         if claim_move is not None:
             claims[observation.channel] = machine.ClaimSnapshot(
@@ -441,6 +449,20 @@ def renew_lease(event_id: str, lease: Lease, *, now: datetime, ttl: timedelta) -
     """Extend a lease still held: not expired, not taken over."""
     held = Q(pk=event_id, lease_token=lease.token, lease_expires_at__gt=now)
     return Event.objects.filter(held).update(lease_expires_at=now + ttl) == 1
+
+
+def release_expired_lease(event_id: str, token: int, *, now: datetime) -> bool:
+    """Free a lease whose holder let it expire; False if it was renewed, taken over or freed.
+
+    ``token`` is the fencing token the caller saw: a lease taken over since then is
+    someone else's live lease and stays. The token is bumped, so the stale holder,
+    should it come back, can no longer write.
+    """
+    expired = Q(pk=event_id, lease_token=token, lease_expires_at__lte=now)
+    return (
+        Event.objects.filter(expired).update(lease_owner="", lease_expires_at=None, lease_token=F("lease_token") + 1)
+        == 1
+    )
 
 
 def release_lease(event_id: str, lease: Lease) -> bool:

@@ -1,0 +1,120 @@
+"""Runbook actions: each goes through ``notify.transitions`` (the one table, the same CAS),
+records the responder as the actor, is audited, and says plainly when it lost a race.
+
+Plain form posts that redirect back to the event page (post/redirect/get), so they work
+with or without htmx and a reload never repeats them.
+"""
+
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST
+
+from notify import tasks, transitions
+from notify.clock import system_clock
+from notify.models import Event
+from notify.states import Cause, Channel, Normalized, Source
+from runbook import audit
+from runbook.access import ConsoleRequest, requires
+from runbook.forms import NoteForm, SeenLeaseForm, SeenVersionForm
+from runbook.models import AuditAction
+
+
+def _back(event_id: str) -> HttpResponse:
+    return redirect("runbook:event", event_id=event_id)
+
+
+def _operator_note(event: Event, text: str) -> transitions.ObservationInput:
+    # The note belongs to the channel the event is working on now.
+    channel = Channel.EMAIL if event.claims.filter(channel=Channel.EMAIL).exists() else Channel.SMS
+    return transitions.ObservationInput(channel=channel, source=Source.OPERATOR, normalized=Normalized.NOTE, note=text)
+
+
+@require_POST
+@requires("runbook.act_on_events")
+def release_lease(request: ConsoleRequest, event_id: str) -> HttpResponse:
+    """Free an expired lease and wake the event, so the next worker takes it now.
+
+    A worker that died holding the event left the lease to run out; any worker may
+    take it over already, but releasing it says so on the page and re-enqueues the
+    event instead of waiting for the sweeper.
+    """
+    event = get_object_or_404(Event, pk=event_id)
+    form = SeenLeaseForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The release form was incomplete; reload the page and try again.")
+        return _back(event.id)
+    now = system_clock.now()
+    holder = event.lease_owner
+    with transaction.atomic():
+        released = transitions.release_expired_lease(event.id, form.cleaned_data["lease_token"], now=now)
+        if released:
+            note = _operator_note(event, f"released the expired lease of {holder}")
+            transitions.record_observation(event.id, note, now=now, actor=audit.actor(request.user))
+            tasks.wake(event.id)
+        detail = f"lease of {holder}" if released else "the lease was renewed, taken over or already released"
+        audit.record(request.user, AuditAction.RELEASE_LEASE, event.id, applied=released, detail=detail)
+    if released:
+        messages.success(request, "Lease released; a worker has been woken to take the event.")
+    else:
+        messages.error(
+            request,
+            "Not released: since you loaded the page the lease was renewed, taken over by another worker "
+            "or already released. Nothing was changed.",
+        )
+    return _back(event.id)
+
+
+@require_POST
+@requires("runbook.act_on_events")
+def claim_fallback(request: ConsoleRequest, event_id: str) -> HttpResponse:
+    """Claim the email fallback now, if the table allows it and the event is as the responder saw it."""
+    event = get_object_or_404(Event, pk=event_id)
+    form = SeenVersionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The claim form was incomplete; reload the page and try again.")
+        return _back(event.id)
+    seen = form.cleaned_data["version"]
+    with transaction.atomic():
+        outcome = transitions.claim_email_fallback(
+            event.id,
+            now=system_clock.now(),
+            actor=audit.actor(request.user),
+            cause=Cause.OPERATOR,
+            seen_version=seen,
+        )
+        if outcome.applied:
+            tasks.wake(event.id)
+        reason = "" if outcome.applied else _refusal(outcome, seen)
+        audit.record(request.user, AuditAction.CLAIM_FALLBACK, event.id, applied=outcome.applied, detail=reason)
+    if outcome.applied:
+        messages.success(request, "Email fallback claimed; a worker is submitting it now.")
+    else:
+        messages.error(request, f"Not claimed: {reason} Nothing was changed.")
+    return _back(event.id)
+
+
+def _refusal(outcome: transitions.Outcome, seen: int) -> str:
+    state = outcome.after.event.state
+    if outcome.after.version != seen:
+        return f"the event changed since you loaded the page (it is now {state}); review it and decide again."
+    return f"the transition table does not allow the fallback from {state} now."
+
+
+@require_POST
+@requires("runbook.act_on_events")
+def follow_up(request: ConsoleRequest, event_id: str) -> HttpResponse:
+    """Mark the event for follow-up: an operator observation with the note, evidence only."""
+    event = get_object_or_404(Event, pk=event_id)
+    form = NoteForm(request.POST)
+    if not form.is_valid():
+        for error in form.errors.get("note", []):
+            messages.error(request, f"Note not saved: {error}")
+        return _back(event.id)
+    with transaction.atomic():
+        note = _operator_note(event, form.cleaned_data["note"])
+        transitions.record_observation(event.id, note, now=system_clock.now(), actor=audit.actor(request.user))
+        audit.record(request.user, AuditAction.FOLLOW_UP, event.id, applied=True)
+    messages.success(request, "Marked for follow-up.")
+    return _back(event.id)

@@ -1,0 +1,182 @@
+"""What the console says about an event: the four answers a responder needs, in words.
+
+Pure functions of the rows and ``now``; the views load the rows, templates only
+print. Who owns it, what was last observed, how much action budget remains, and
+the one transition still allowed.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from django.conf import settings
+
+from notify import machine
+from notify.models import Claim, Event, Observation
+from notify.states import Channel, NextAction, Normalized, State
+from policies.models import PolicyVersion
+
+# What ``decide``'s single next action means for the workflow, in the responder's words.
+ALLOWED_TRANSITION: Mapping[NextAction, str] = {
+    NextAction.SUBMIT_SMS: "Submit the SMS: sms_requested → sms_pending once the provider accepts it "
+    "(→ sms_failed if it rejects it).",
+    NextAction.RECOVER_SMS: "Look the SMS up at the provider before anything else: a submit may have reached it. "
+    "Found → sms_pending; provably absent → submit again with the same key.",
+    NextAction.POLL_SMS: "Wait for the SMS receipt (poll or callback): sms_pending → sms_delivered, "
+    "or → sms_failed on a terminal failure.",
+    NextAction.CLAIM_EMAIL: "Claim the email fallback: → email_claimed (the one email this reset may get).",
+    NextAction.SUBMIT_EMAIL: "Submit the email, same key and Message-ID on retry: "
+    "email_claimed → email_accepted (→ email_failed when attempts run out).",
+    NextAction.EXPIRE: "Expire: → expired. The reset link is dead; nothing can reach the subscriber in time.",
+    NextAction.NONE: "None: the event is terminal.",
+}
+
+
+class Situation(StrEnum):
+    """Which part of the runbook applies; each has a section in docs/runbook.md."""
+
+    SLOW_RECEIPT = "slow-receipt"
+    STUCK_WORKER = "stuck-worker"
+    FALLBACK_DUE = "fallback-due"
+    NO_FALLBACK_LEFT = "no-fallback-left"
+    EMAIL_IN_FLIGHT = "email-in-flight"
+    ON_TRACK = "on-track"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Owner:
+    holder: str
+    expires_at: datetime | None
+    live: bool
+    # Why nobody holds a live lease, when nobody does.
+    why: str
+
+
+@dataclass(frozen=True)
+class Fallback:
+    possible: bool
+    claimable_now: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class EventStatus:
+    event: Event
+    policy: PolicyVersion
+    now: datetime
+    terminal: bool
+    state_age: timedelta
+    budget: timedelta | None
+    at_risk: bool
+    due_in: timedelta | None
+    owner: Owner
+    fallback: Fallback
+    allowed_transition: str
+    situation: Situation
+    last_observation: Observation | None
+
+    @property
+    def overdue(self) -> bool:
+        return self.due_in is not None and self.due_in < timedelta(0)
+
+
+def stuck_after() -> timedelta:
+    """How long past due an unowned event may wait before it counts as stuck.
+
+    One sweep interval plus the wake-up rest period: by then the sweeper should have
+    re-enqueued it, so waiting longer means no worker is taking work.
+    """
+    return timedelta(seconds=settings.NOTIFY_SWEEP_INTERVAL) + settings.NOTIFY_SWEEP_REDELIVER_AFTER
+
+
+def at_risk(event: Event, policy: PolicyVersion, now: datetime) -> bool:
+    """Whether the action budget is within the policy's page margin (the page's own test)."""
+    return event.act_by is not None and event.act_by - now < policy.page_margin
+
+
+def describe(
+    event: Event,
+    policy: PolicyVersion,
+    claims: Mapping[str, Claim],
+    last_observation: Observation | None,
+    now: datetime,
+) -> EventStatus:
+    terminal = machine.is_terminal(State(event.state), event.fallback_available)
+    due_in = event.next_action_at - now if event.next_action_at is not None else None
+    owner = _owner(event, now, terminal, due_in)
+    fallback = _fallback(event, policy, claims, now, terminal)
+    return EventStatus(
+        event=event,
+        policy=policy,
+        now=now,
+        terminal=terminal,
+        state_age=now - event.state_entered_at,
+        budget=event.act_by - now if event.act_by is not None else None,
+        at_risk=at_risk(event, policy, now),
+        due_in=due_in,
+        owner=owner,
+        fallback=fallback,
+        allowed_transition=ALLOWED_TRANSITION[NextAction(event.next_action)],
+        situation=_situation(event, owner, fallback, terminal, due_in),
+        last_observation=last_observation,
+    )
+
+
+def _owner(event: Event, now: datetime, terminal: bool, due_in: timedelta | None) -> Owner:
+    expires = event.lease_expires_at
+    if event.lease_owner and expires is not None and expires > now:
+        return Owner(event.lease_owner, expires, live=True, why="")
+    if event.lease_owner:
+        why = "its lease expired: the worker holding it died or stalled; any worker may take it over"
+        return Owner(event.lease_owner, expires, live=False, why=why)
+    if terminal:
+        why = "the event is terminal: nothing is left to do"
+    elif due_in is not None and due_in > timedelta(0):
+        why = "between steps: no step is due yet"
+    elif due_in is not None and -due_in > stuck_after():
+        why = "its step is overdue and no worker has taken it: are the workers and the sweeper running?"
+    else:
+        why = "its step is due: a worker should take it within seconds"
+    return Owner("", None, live=False, why=why)
+
+
+def _fallback(
+    event: Event, policy: PolicyVersion, claims: Mapping[str, Claim], now: datetime, terminal: bool
+) -> Fallback:
+    email = claims.get(Channel.EMAIL)
+    if email is not None:
+        return Fallback(False, False, f"Already claimed at {email.created_at:%H:%M:%S} UTC: one email per reset.")
+    if not event.fallback_available:
+        return Fallback(False, False, "No fallback: this reset has no email channel (policy or request).")
+    if terminal or now >= event.expires_at:
+        return Fallback(False, False, f"No longer possible: the event is {event.state}.")
+    if machine.may_claim_fallback(event, policy, now):
+        return Fallback(True, True, "Allowed now.")
+    deadline = machine.fallback_deadline(event, policy)
+    return Fallback(
+        True, False, f"Allowed from {deadline:%H:%M:%S} UTC (the policy deadline), or earlier if the SMS fails."
+    )
+
+
+def _situation(event: Event, owner: Owner, fallback: Fallback, terminal: bool, due_in: timedelta | None) -> Situation:
+    if terminal:
+        return Situation.DONE
+    stuck = not owner.live and due_in is not None and -due_in > stuck_after()
+    if stuck or (owner.holder and not owner.live):
+        return Situation.STUCK_WORKER
+    if fallback.claimable_now:
+        return Situation.FALLBACK_DUE
+    if event.state == State.EMAIL_CLAIMED:
+        return Situation.EMAIL_IN_FLIGHT
+    if not fallback.possible:
+        return Situation.NO_FALLBACK_LEFT
+    if event.state == State.SMS_PENDING:
+        return Situation.SLOW_RECEIPT
+    return Situation.ON_TRACK
+
+
+def last_real_observation(observations: Sequence[Observation]) -> Observation | None:
+    """Return the newest observation from a provider or the worker (not an operator note)."""
+    return next((obs for obs in observations if obs.normalized != Normalized.NOTE), None)

@@ -1,0 +1,177 @@
+"""The console's pages. Each renders one template; an htmx refresh gets only its live partial."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
+
+from notify.clock import system_clock
+from notify.models import Event, Observation
+from notify.states import Normalized, Source, State
+from policies.cache import policy_version
+from policies.models import PolicyVersion
+from runbook import audit, status, timeline
+from runbook.access import ConsoleRequest, requires
+from runbook.forms import NoteForm
+from runbook.models import AuditAction, AuditEntry
+
+PAGE_SIZE = 50
+# The event page shows this many of the newest observations; a runaway event (a provider
+# replaying callbacks) must not make the page, or its refresh every few seconds, unbounded.
+HISTORY_LIMIT = 100
+OPEN_STATES = [State.SMS_REQUESTED, State.SMS_PENDING, State.SMS_FAILED, State.EMAIL_CLAIMED]
+
+
+def _render(request: ConsoleRequest, template: str, partial: str, context: dict[str, object]) -> HttpResponse:
+    """Render the page, or only its live partial for an htmx request (the same URL serves both)."""
+    name = f"{template}#{partial}" if request.htmx else template
+    response = render(request, name, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@dataclass(frozen=True)
+class Row:
+    event: Event
+    budget: timedelta
+    state_age: timedelta
+    due_in: timedelta | None
+    at_risk: bool
+    follow_up: bool
+
+
+@dataclass(frozen=True)
+class Filters:
+    region: str
+    state: str
+    page: int
+
+    @classmethod
+    def of(cls, request: ConsoleRequest, regions: list[str]) -> "Filters":
+        region = request.GET.get("region", "")
+        state = request.GET.get("state", "")
+        try:
+            page = max(1, int(request.GET.get("page", "1")))
+        except ValueError:
+            page = 1
+        return cls(region if region in regions else "", state if state in OPEN_STATES else "", page)
+
+    def query(self, **changes: object) -> str:
+        """Return the query string of these filters with ``changes`` applied (empty values left out)."""
+        values = {"region": self.region, "state": self.state, "page": self.page, **changes}
+        if values["page"] == 1:
+            values["page"] = ""
+        return "&".join(f"{key}={value}" for key, value in values.items() if value)
+
+
+def _follow_up_marked() -> Exists:
+    # Uses observation_event_time_idx (leads with event): one short probe per listed row.
+    return Exists(Observation.objects.filter(event=OuterRef("pk"), source=Source.OPERATOR, normalized=Normalized.NOTE))
+
+
+@requires("runbook.view_console")
+def event_list(request: ConsoleRequest) -> HttpResponse:
+    """Open events, most urgent (least action budget) first.
+
+    Open means "has an act_by": NULL exactly when terminal, so every query here walks
+    the partial index event_open_act_by_idx, whose size is the open events, not all of them.
+    """
+    search = request.GET.get("q", "").strip()
+    if search and Event.objects.filter(pk=search).exists():
+        return redirect("runbook:event", event_id=search)
+    regions = list(PolicyVersion.objects.order_by("region").values_list("region", flat=True).distinct())
+    filters = Filters.of(request, regions)
+    open_events: QuerySet[Event] = Event.objects.filter(act_by__isnull=False)
+    if filters.region:
+        open_events = open_events.filter(region=filters.region)
+    counts = dict(open_events.order_by().values_list("state").annotate(n=Count("pk")))
+    listed = open_events.filter(state=filters.state) if filters.state else open_events
+    total = counts.get(filters.state, 0) if filters.state else sum(counts.values())
+    pages = max(1, -(-total // PAGE_SIZE))
+    page = min(filters.page, pages)
+    offset = (page - 1) * PAGE_SIZE
+    events = (
+        listed.order_by("act_by", "id")
+        .only(
+            "id", "region", "state", "state_entered_at", "next_action", "next_action_at", "act_by",
+            "lease_owner", "lease_expires_at", "policy_id",
+        )
+        .annotate(follow_up=_follow_up_marked())[offset : offset + PAGE_SIZE]
+    )  # fmt: skip
+    now = system_clock.now()
+    rows = [_row(event, now) for event in events]
+    context = {
+        "rows": rows,
+        "filters": filters,
+        "regions": regions,
+        "states": [(state, counts.get(state, 0)) for state in OPEN_STATES],
+        "total": total,
+        "at_risk": sum(row.at_risk for row in rows),
+        "page": page,
+        "pages": pages,
+        "previous_query": filters.query(page=page - 1) if page > 1 else None,
+        "next_query": filters.query(page=page + 1) if page < pages else None,
+        "refresh_query": filters.query(page=page),
+        "search_missed": bool(search),
+        "now": now,
+    }
+    return _render(request, "runbook/event_list.html", "results", context)
+
+
+def _row(event: Event, now: datetime) -> Row:
+    assert event.act_by is not None  # open events only
+    return Row(
+        event=event,
+        budget=event.act_by - now,
+        state_age=now - event.state_entered_at,
+        due_in=event.next_action_at - now if event.next_action_at is not None else None,
+        at_risk=status.at_risk(event, policy_version(event.policy_id), now),
+        follow_up=getattr(event, "follow_up", False),
+    )
+
+
+@requires("runbook.view_console")
+def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
+    """The page a responder lands on from a page: who owns it, what was seen, budget, next step."""
+    event = get_object_or_404(Event.objects.select_related("policy"), pk=event_id)
+    claims = {claim.channel: claim for claim in event.claims.all()}
+    newest_first = list(event.observations.order_by("-recorded_at", "-id")[:HISTORY_LIMIT])
+    transitions = list(event.transitions.order_by("version"))
+    now = system_clock.now()
+    described = status.describe(event, event.policy, claims, status.last_real_observation(newest_first), now)
+    user = request.user
+    may_act = user.has_perm("runbook.act_on_events")
+    context = {
+        "status": described,
+        "event": event,
+        "claims": [claims.get(channel) for channel in ("sms", "email")],
+        "observations": newest_first,
+        "history_truncated": len(newest_first) == HISTORY_LIMIT,
+        "transitions": transitions,
+        "timeline": timeline.build(event, event.policy, claims, list(reversed(newest_first)), transitions, now),
+        "console_actions": AuditEntry.objects.filter(event_id=event.id)
+        .exclude(action=AuditAction.VIEW_RAW_STATUS)
+        .select_related("user")
+        .order_by("-at")[:20],
+        "may_act": may_act,
+        "may_release": may_act and described.owner.holder != "" and not described.owner.live,
+        "may_claim": may_act and described.fallback.claimable_now,
+        "may_view_raw": user.has_perm("runbook.view_raw_status"),
+        "note_form": NoteForm(),
+        # The runbook panel sits outside the refreshed part (an open panel must stay open);
+        # a refresh says so when the situation it describes has changed.
+        "shown_situation": request.GET.get("shown", ""),
+    }
+    return _render(request, "runbook/event_detail.html", "live", context)
+
+
+@requires("runbook.view_raw_status")
+def raw_statuses(request: ConsoleRequest, event_id: str) -> HttpResponse:
+    """The provider's own words for each observation: shown on purpose, and audited."""
+    event = get_object_or_404(Event, pk=event_id)
+    observations = list(event.observations.order_by("-recorded_at", "-id")[:HISTORY_LIMIT])
+    audit.record(request.user, AuditAction.VIEW_RAW_STATUS, event.id, applied=True)
+    return render(request, "runbook/raw_statuses.html", {"event": event, "observations": observations})
