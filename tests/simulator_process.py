@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 
 from notify.simulator.control import SimulatorControl
+from notify.transports import Transports
+from notify.transports.smtp_email import SmtpEmail
+from notify.transports.twilio_client import make_client
+from notify.transports.twilio_sms import TwilioSms
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_SECONDS = 30.0
@@ -95,3 +99,18 @@ def simulator(simulator_process: RunningSimulator) -> RunningSimulator:
     """Return the session's simulator with no messages, counts or scripts left by earlier tests."""
     simulator_process.control.reset()
     return simulator_process
+
+
+@pytest.fixture
+def transports(simulator: RunningSimulator, settings) -> Transports:
+    """The real adapters (twilio client, Django SMTP backend) pointed at the simulator."""
+    # pytest-django swaps in the in-memory backend for every test; these talk real SMTP.
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST = "127.0.0.1"
+    settings.EMAIL_PORT = simulator.smtp_port
+    settings.EMAIL_USE_TLS = False
+    settings.EMAIL_TIMEOUT = 5
+    client = make_client(
+        settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, api_base=simulator.base_url, timeout=5
+    )
+    return Transports.guarded(TwilioSms(client), SmtpEmail())

@@ -1,0 +1,32 @@
+"""Events put into a given state through the real transition functions (never by writing ``state``)."""
+
+from notify import transitions
+from notify.models import Event
+from notify.states import Cause, Channel, Normalized, Source, State
+from tests.factories import new_event
+
+WORKER = "worker:host-1:42"
+
+
+def observe(event_id, normalized, now, *, channel=Channel.SMS, source=Source.POLL, raw_status="", payload=""):
+    observation = transitions.ObservationInput(
+        channel=channel, source=source, normalized=normalized, raw_status=raw_status, raw_payload=payload
+    )
+    return transitions.record_observation(event_id, observation, now=now, actor=WORKER)
+
+
+def event_in(state: State, clock, **fields) -> Event:
+    """Create an event now and move it to ``state`` along the table."""
+    event = new_event(clock.now(), **fields)
+    now = clock.now()
+    if state in (State.SMS_PENDING, State.SMS_DELIVERED):
+        observe(event.id, Normalized.ACCEPTED, now, source=Source.SUBMIT, raw_status="queued")
+    if state == State.SMS_DELIVERED:
+        observe(event.id, Normalized.DELIVERED, now, source=Source.CALLBACK, raw_status="delivered")
+    if state in (State.SMS_FAILED, State.EMAIL_CLAIMED):
+        observe(event.id, Normalized.REJECTED, now, source=Source.SUBMIT, raw_status="21610")
+    if state == State.EMAIL_CLAIMED:
+        transitions.claim_email_fallback(event.id, now=now, actor=WORKER, cause=Cause.OBSERVATION)
+    event.refresh_from_db()
+    assert event.state == state
+    return event
