@@ -1,11 +1,6 @@
-"""The console's two roles: responders act on events, viewers only look."""
-
 from django.db import migrations
 
-GROUPS = {
-    "responders": ["view_console", "act_on_events"],
-    "viewers": ["view_console"],
-}
+from runbook.roles import GROUPS, ensure_groups
 
 
 def create_groups(apps, schema_editor):
@@ -16,12 +11,7 @@ def create_groups(apps, schema_editor):
     app_config.models_module = True
     create_permissions(app_config, apps=apps, verbosity=0)
     app_config.models_module = None
-
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, codenames in GROUPS.items():
-        group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.add(*Permission.objects.filter(content_type__app_label="runbook", codename__in=codenames))
+    ensure_groups(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 
 
 def remove_groups(apps, schema_editor):

@@ -16,17 +16,21 @@ def observe(event_id, normalized, now, *, channel=Channel.SMS, source=Source.POL
 
 
 def event_in(state: State, clock, **fields) -> Event:
-    """Create an event now and move it to ``state`` along the table."""
+    """Create an event now and move it to ``state`` along the table (``expired`` excepted: that takes time)."""
     event = new_event(clock.now(), **fields)
     now = clock.now()
     if state in (State.SMS_PENDING, State.SMS_DELIVERED):
         observe(event.id, Normalized.ACCEPTED, now, source=Source.SUBMIT, raw_status="queued")
     if state == State.SMS_DELIVERED:
         observe(event.id, Normalized.DELIVERED, now, source=Source.CALLBACK, raw_status="delivered")
-    if state in (State.SMS_FAILED, State.EMAIL_CLAIMED):
+    email_states = (State.EMAIL_CLAIMED, State.EMAIL_ACCEPTED, State.EMAIL_FAILED)
+    if state == State.SMS_FAILED or state in email_states:
         observe(event.id, Normalized.REJECTED, now, source=Source.SUBMIT, raw_status="21610")
-    if state == State.EMAIL_CLAIMED:
+    if state in email_states:
         transitions.claim_email_fallback(event.id, now=now, actor=WORKER, cause=Cause.OBSERVATION)
+    if state in (State.EMAIL_ACCEPTED, State.EMAIL_FAILED):
+        outcome = Normalized.ACCEPTED if state == State.EMAIL_ACCEPTED else Normalized.REJECTED
+        observe(event.id, outcome, now, channel=Channel.EMAIL, source=Source.SUBMIT, raw_status="250")
     event.refresh_from_db()
     assert event.state == state
     return event
