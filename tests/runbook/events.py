@@ -1,7 +1,6 @@
 """Events put into a given state through the real transition functions (never by writing ``state``)."""
 
 from notify import transitions
-from notify.models import Event
 from notify.states import Cause, Channel, Normalized, Source, State
 from tests.factories import new_event
 
@@ -15,7 +14,7 @@ def observe(event_id, normalized, now, *, channel=Channel.SMS, source=Source.POL
     return transitions.record_observation(event_id, observation, now=now, actor=WORKER)
 
 
-def event_in(state: State, clock, **fields) -> Event:
+def event_in(state: State, clock, **fields):
     """Create an event now and move it to ``state`` along the table (``expired`` excepted: that takes time)."""
     event = new_event(clock.now(), **fields)
     now = clock.now()

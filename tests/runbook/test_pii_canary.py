@@ -61,8 +61,8 @@ def events(policy, clock, simulator, transports):
     return [worked, *made, pending]
 
 
-def _pages(events) -> list[tuple[str, dict]]:
-    pages: list[tuple[str, dict]] = [
+def _pages(events) -> list[tuple[str, dict[str, str]]]:
+    pages: list[tuple[str, dict[str, str]]] = [
         ("/", {}),
         ("/", {"HTTP_HX_REQUEST": "true"}),
         ("/?state=sms_pending&region=US", {"HTTP_HX_REQUEST": "true"}),
