@@ -17,7 +17,7 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	TWILIO_AUTH_TOKEN=test-only-twilio-token \
 	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
-.PHONY: install lint typecheck test test-postgres test-sqlite bench demo clean
+.PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Debian packages the tests use (Chromium for the browser tests).
+system-packages:
+	deploy/system-packages.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -43,7 +47,7 @@ test-sqlite: $(STAMP)
 	rm -rf var/test-sqlite
 	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies
 
-test: lint typecheck test-postgres test-sqlite
+test: system-packages lint typecheck test-postgres test-sqlite
 
 bench: $(STAMP)
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the Debian packages the test suite needs, if any is missing:
+# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded).
+set -euo pipefail
+
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "missing Debian packages: ${missing[*]} (install them with apt-get as root)" >&2
+  exit 1
+fi
+echo "installing Debian packages: ${missing[*]}" >&2
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
