@@ -77,7 +77,7 @@ def test_the_demo_serves_the_console_processes_events_and_stops_on_ctrl_c(demo):
 
     def console_answers():
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=2) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2) as response:
                 return response.status == 200
         except OSError:
             return False

@@ -42,6 +42,6 @@ def page(browser):
     problems: list[str] = []
     page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: problems.append(str(error)))
-    page.problems = problems  # type: ignore[attr-defined]
+    page.problems = problems
     yield page
     context.close()

@@ -60,7 +60,7 @@ def test_a_responder_watches_the_list_update_in_place_as_the_worker_advances(
 
     expect(row.locator("td[data-state]")).to_have_text(State.SMS_PENDING, timeout=15_000)
     assert page.evaluate("window.notReloaded") is True, "the list was reloaded instead of refreshed in place"
-    assert page.problems == []  # type: ignore[attr-defined]
+    assert page.problems == []
 
 
 def test_a_responder_opens_an_event_from_its_deep_link_and_claims_the_fallback(
@@ -86,7 +86,7 @@ def test_a_responder_opens_an_event_from_its_deep_link_and_claims_the_fallback(
     expect(page.locator("[data-state]")).to_have_text(State.EMAIL_ACCEPTED, timeout=10_000)
     expect(page.locator("[data-allowed]")).to_have_text("None: the event is terminal.")
     assert page.evaluate("window.notReloaded") is True
-    assert page.problems == []  # type: ignore[attr-defined]
+    assert page.problems == []
 
 
 def test_a_responder_marks_an_event_for_follow_up(page, live_server, responder, policy, simulator):
