@@ -50,7 +50,7 @@ test-sqlite: $(STAMP)
 test: system-packages lint typecheck test-postgres test-sqlite
 
 bench: $(STAMP)
-	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run
+	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run $(BENCH)
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.

@@ -22,6 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, connections
 
+from bench import database
 from notify.models import Claim, Event, claim_key
 from notify.states import Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transitions import ObservationInput, record_observation
@@ -42,7 +43,7 @@ def run() -> tuple[float, float]:
     """Return (project transitions/s, raw SQL transitions/s) from the median round."""
     rounds = []
     for round_number in range(ROUNDS):
-        policy = _reset_tables()
+        policy = database.reset_tables()
         batches = _seed_project_events(policy, round_number)
         _seed_pgbench_events(policy)
         if round_number % 2 == 0:
@@ -55,35 +56,6 @@ def run() -> tuple[float, float]:
         rounds.append((project / raw, project, raw))
     _, project, raw = sorted(rounds)[len(rounds) // 2]
     return project, raw
-
-
-def _reset_tables() -> PolicyVersion:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "TRUNCATE notify_transition, notify_observation, notify_claim, notify_vaultentry, notify_event CASCADE"
-        )
-    policy, _ = PolicyVersion.objects.get_or_create(
-        region="BENCH",
-        number=1,
-        defaults={
-            "published_at": datetime.now(UTC),
-            "poll_interval": timedelta(seconds=10),
-            "sms_budget": timedelta(seconds=60),
-            "fallback_reserve": timedelta(seconds=120),
-            "poll_cost": timedelta(seconds=2),
-            "select_cost": timedelta(seconds=1),
-            "email_submit_cost": timedelta(seconds=5),
-            "record_cost": timedelta(seconds=1),
-            "lease_ttl": timedelta(seconds=30),
-            "email_attempt_limit": 3,
-            "email_backoff": timedelta(seconds=10),
-            "page_margin": timedelta(seconds=30),
-            "vault_retention": timedelta(hours=1),
-            "raw_payload_retention": timedelta(days=2),
-            "observation_retention": timedelta(days=14),
-        },
-    )
-    return policy
 
 
 def _bench_event(event_id: str, policy: PolicyVersion, state: State, now: datetime) -> Event:

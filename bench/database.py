@@ -1,8 +1,13 @@
 """Create and migrate the benchmark database (never the test or demo one)."""
 
+from datetime import UTC, datetime, timedelta
+
 import psycopg
 from django.conf import settings
 from django.core.management import call_command
+from django.db import connection
+
+from policies.models import PolicyVersion
 
 
 def prepare() -> None:
@@ -22,3 +27,33 @@ def prepare() -> None:
         if not exists:
             admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
     call_command("migrate", verbosity=0)
+
+
+def reset_tables() -> PolicyVersion:
+    """Empty the event tables and return the benchmark's own policy version (region BENCH)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE notify_transition, notify_observation, notify_claim, notify_vaultentry, notify_event CASCADE"
+        )
+    policy, _ = PolicyVersion.objects.get_or_create(
+        region="BENCH",
+        number=1,
+        defaults={
+            "published_at": datetime.now(UTC),
+            "poll_interval": timedelta(seconds=10),
+            "sms_budget": timedelta(seconds=60),
+            "fallback_reserve": timedelta(seconds=120),
+            "poll_cost": timedelta(seconds=2),
+            "select_cost": timedelta(seconds=1),
+            "email_submit_cost": timedelta(seconds=5),
+            "record_cost": timedelta(seconds=1),
+            "lease_ttl": timedelta(seconds=30),
+            "email_attempt_limit": 3,
+            "email_backoff": timedelta(seconds=10),
+            "page_margin": timedelta(seconds=30),
+            "vault_retention": timedelta(hours=1),
+            "raw_payload_retention": timedelta(days=2),
+            "observation_retention": timedelta(days=14),
+        },
+    )
+    return policy

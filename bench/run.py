@@ -1,24 +1,42 @@
 """`make bench`: every figure with its ceiling, measured side by side in one run."""
 
 import os
+import sys
 
 import django
 
 
-def main() -> None:
+def main(selected: list[str]) -> None:
+    """Run every benchmark, or only those named on the command line (cas, api, console)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from bench import api, cas, database, results
+    from bench import api, cas, console, database, results
+
+    def wanted(name: str) -> bool:
+        return not selected or name in selected
 
     database.prepare()
-    project, raw = cas.run()
-    results.record("cas_transitions_per_s", project, "transitions/s (8 workers)", raw)
-    served = api.run()
-    results.record("api_creations_per_s", served.create.rate, "events/s created over HTTP", served.ceiling.rate)
-    results.record("api_create_p50_ms", served.create.p50_ms, "ms per creation, median", served.ceiling.p50_ms)
-    results.record("api_create_p99_ms", served.create.p99_ms, "ms per creation, p99", served.ceiling.p99_ms)
+    if wanted("cas"):
+        print("cas:")
+        project, raw = cas.run()
+        results.record("cas_transitions_per_s", project, "transitions/s (8 workers)", raw)
+    if wanted("api"):
+        print("api:")
+        served = api.run()
+        results.record("api_creations_per_s", served.create.rate, "events/s created over HTTP", served.ceiling.rate)
+        results.record("api_create_p50_ms", served.create.p50_ms, "ms per creation, median", served.ceiling.p50_ms)
+        results.record("api_create_p99_ms", served.create.p99_ms, "ms per creation, p99", served.ceiling.p99_ms)
+    if wanted("console"):
+        print("console:")
+        pages = console.run()
+        floor = pages.empty
+        unit = "ms server time, 1M events; ceiling: empty template"
+        results.record("console_list_p50_ms", pages.listing.p50_ms, f"list {unit}", floor.p50_ms)
+        results.record("console_list_p99_ms", pages.listing.p99_ms, f"list {unit}", floor.p99_ms)
+        results.record("console_event_p50_ms", pages.event.p50_ms, f"event page {unit}", floor.p50_ms)
+        results.record("console_event_p99_ms", pages.event.p99_ms, f"event page {unit}", floor.p99_ms)
     results.print_table()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

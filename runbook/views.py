@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
@@ -67,9 +67,11 @@ class Filters:
         return "&".join(f"{key}={value}" for key, value in values.items() if value)
 
 
-def _follow_up_marked() -> Exists:
-    # Uses observation_event_time_idx (leads with event): one short probe per listed row.
-    return Exists(Observation.objects.filter(event=OuterRef("pk"), source=Source.OPERATOR, normalized=Normalized.NOTE))
+def _marked_for_follow_up(event_ids: list[str]) -> set[str]:
+    # One query for the page's rows, by event id (observation_event_time_idx leads with it).
+    # Not an EXISTS per row: the planner may hash it over every operator note ever written.
+    marked = Observation.objects.filter(event_id__in=event_ids, source=Source.OPERATOR, normalized=Normalized.NOTE)
+    return set(marked.values_list("event_id", flat=True).distinct())
 
 
 @requires("runbook.view_console")
@@ -87,22 +89,25 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
     open_events: QuerySet[Event] = Event.objects.filter(act_by__isnull=False)
     if filters.region:
         open_events = open_events.filter(region=filters.region)
-    counts = dict(open_events.order_by().values_list("state").annotate(n=Count("pk")))
+    # COUNT(*), not COUNT(id): an index-only scan of event_open_state_idx answers it.
+    counts = dict(open_events.order_by().values_list("state").annotate(n=Count("*")))
     listed = open_events.filter(state=filters.state) if filters.state else open_events
     total = counts.get(filters.state, 0) if filters.state else sum(counts.values())
     pages = max(1, -(-total // PAGE_SIZE))
     page = min(filters.page, pages)
     offset = (page - 1) * PAGE_SIZE
-    events = (
+    page_events = (
         listed.order_by("act_by", "id")
         .only(
             "id", "region", "state", "state_entered_at", "next_action", "next_action_at", "act_by",
             "lease_owner", "lease_expires_at", "policy_id",
         )
-        .annotate(follow_up=_follow_up_marked())[offset : offset + PAGE_SIZE]
+        [offset : offset + PAGE_SIZE]
     )  # fmt: skip
     now = system_clock.now()
-    rows = [_row(event, now) for event in events]
+    events = list(page_events)
+    follow_up = _marked_for_follow_up([event.id for event in events])
+    rows = [_row(event, now, event.id in follow_up) for event in events]
     context = {
         "rows": rows,
         "filters": filters,
@@ -121,7 +126,7 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
     return _render(request, "runbook/event_list.html", "results", context)
 
 
-def _row(event: Event, now: datetime) -> Row:
+def _row(event: Event, now: datetime, follow_up: bool) -> Row:
     assert event.act_by is not None  # open events only
     return Row(
         event=event,
@@ -129,7 +134,7 @@ def _row(event: Event, now: datetime) -> Row:
         state_age=now - event.state_entered_at,
         due_in=event.next_action_at - now if event.next_action_at is not None else None,
         at_risk=status.at_risk(event, policy_version(event.policy_id), now),
-        follow_up=getattr(event, "follow_up", False),
+        follow_up=follow_up,
     )
 
 

@@ -69,6 +69,14 @@ class Event(models.Model):
             # Consumers: the at-risk evaluator (act_by < now + page margin) and the console's
             # open-events list, ordered by remaining action budget.
             models.Index(fields=["act_by"], name="event_open_act_by_idx", condition=models.Q(act_by__isnull=False)),
+            # Consumer: the console's open-events list filtered by state, and its counts per
+            # state (an index-only scan: the region it may be filtered by is included).
+            models.Index(
+                fields=["state", "act_by"],
+                include=["region"],
+                name="event_open_state_idx",
+                condition=models.Q(act_by__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
