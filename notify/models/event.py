@@ -70,10 +70,9 @@ class Event(models.Model):
             # open-events list, ordered by remaining action budget.
             models.Index(fields=["act_by"], name="event_open_act_by_idx", condition=models.Q(act_by__isnull=False)),
             # Consumer: the console's open-events list filtered by state, and its counts per
-            # state (an index-only scan: the region it may be filtered by is included).
+            # state, an index-only scan (region, which the counts may be filtered by, is in it).
             models.Index(
-                fields=["state", "act_by"],
-                include=["region"],
+                fields=["state", "act_by", "region"],
                 name="event_open_state_idx",
                 condition=models.Q(act_by__isnull=False),
             ),

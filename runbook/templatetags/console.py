@@ -20,3 +20,9 @@ def duration(value: timedelta | None) -> str:
     if seconds < 86400:
         return f"{sign}{seconds // 3600}h {seconds % 3600 // 60:02d}m"
     return f"{sign}{seconds // 86400}d {seconds % 86400 // 3600:02d}h"
+
+
+@register.filter
+def magnitude(value: timedelta | None) -> timedelta | None:
+    """Drop the sign: "overdue by 12s" reads better than "overdue by -12s"."""
+    return abs(value) if value is not None else None

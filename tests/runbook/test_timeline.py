@@ -1,0 +1,58 @@
+"""The SVG timeline's layout: marks in time order, labels that do not overlap, a bounded axis."""
+
+from datetime import timedelta
+
+from notify.models import Claim, Observation, Transition
+from notify.states import State
+from runbook import timeline
+from tests.factories import new_event
+from tests.runbook.events import event_in
+
+
+def _build(event, now):
+    event.refresh_from_db()
+    claims = {claim.channel: claim for claim in Claim.objects.filter(event=event)}
+    observations = list(Observation.objects.filter(event=event).order_by("recorded_at"))
+    transitions = list(Transition.objects.filter(event=event).order_by("version"))
+    return timeline.build(event, event.policy, claims, observations, transitions, now)
+
+
+def test_marks_sit_at_their_times_along_the_axis(policy, clock):
+    event = new_event(clock.now(), ttl=timedelta(seconds=600))
+    drawn = _build(event, clock.now() + timedelta(seconds=300))
+    x = {mark.kind: mark.x for mark in drawn.marks}
+    # Axis: creation at LEFT to expiry at the right edge; now half-way, D at 60 s, act_by 9 s before expiry.
+    assert x["expiry"] == drawn.right
+    assert x["now"] == round(timeline.LEFT + (drawn.right - timeline.LEFT) / 2, 1)
+    assert x["deadline"] < x["now"] < x["act-by"] < x["expiry"]
+
+
+def test_labels_that_would_overlap_go_to_separate_rows():
+    rows = timeline._stagger([(100.0, "act by"), (104.0, "expiry"), (400.0, "now")])
+    assert rows == [0, 1, 0]
+
+
+def test_long_after_the_event_the_axis_stops_and_says_where_now_is(policy, clock):
+    event = event_in(State.SMS_DELIVERED, clock)
+    drawn = _build(event, clock.now() + timedelta(days=2))
+    assert "now" not in {mark.kind for mark in drawn.marks}
+    assert drawn.now_beyond == "now: 1d after the axis ends"
+
+
+def test_a_terminal_event_has_no_act_by_mark(policy, clock):
+    event = event_in(State.SMS_DELIVERED, clock)
+    kinds = {mark.kind for mark in _build(event, clock.now()).marks}
+    assert "act-by" not in kinds
+    assert {"deadline", "expiry", "now"} <= kinds
+
+
+def test_every_observation_is_a_point_on_its_channels_lane(policy, clock):
+    event = event_in(State.EMAIL_ACCEPTED, clock)
+    drawn = _build(event, clock.now())
+    lanes = {lane.name: lane.y for lane in drawn.lanes}
+    observation_points = [point for point in drawn.points if point.kind.startswith("obs-")]
+    assert [(point.kind, point.y) for point in observation_points] == [
+        ("obs-rejected", lanes["sms"]),
+        ("obs-accepted", lanes["email"]),
+    ]
+    assert any(point.kind == "claim" and point.y == lanes["email"] for point in drawn.points)
