@@ -19,7 +19,6 @@ LEFT = 90  # room for the lane names
 RIGHT = 24
 LABEL_ROW = 14
 CHAR_WIDTH = 6.2  # an estimate for the 11px sans-serif labels, to keep them from overlapping
-LANES = ("workflow", Channel.SMS.value, Channel.EMAIL.value)
 LANE_GAP = 34
 
 
@@ -61,7 +60,7 @@ class Timeline:
     height: int
     left: int
     right: float
-    lanes: list[Lane]
+    lanes: list[Lane]  # workflow, sms, email
     marks: list[Mark]
     points: list[Point]
     labels: list[Label]
@@ -91,21 +90,25 @@ def build(
         return round(LEFT + (at - start).total_seconds() / span * (right - LEFT), 1)
 
     vertical = _vertical_marks(event, policy, now if now_on_axis else None)
-    label_rows = _stagger([(x(at), label) for at, label, _, _ in vertical])
-    top = LABEL_ROW * (max(label_rows, default=0) + 1) + 8
-    lanes = [Lane(name, top + 16 + index * LANE_GAP) for index, name in enumerate(LANES)]
+    mark_rows = _stagger([(x(at), label) for at, label, _, _ in vertical])
+    moved = [t for t in transitions if t.from_state]
+    transition_rows = _stagger([(x(t.at), t.to_state) for t in moved])
+    # The workflow lane's state names hang below it, as many rows as they need; the
+    # channel lanes start below the last row, so a burst of transitions never covers them.
+    workflow_y = LABEL_ROW * (max(mark_rows, default=0) + 1) + 24
+    sms_y = workflow_y + 16 + 11 * (max(transition_rows, default=-1) + 1) + 12
+    lanes = [Lane("workflow", workflow_y), Lane(Channel.SMS, sms_y), Lane(Channel.EMAIL, sms_y + LANE_GAP)]
     lane_y = {lane.name: lane.y for lane in lanes}
     marks = [
         Mark(x(at), label, kind, LABEL_ROW * (row + 1), f"{title} {at:%H:%M:%S} UTC")
-        for (at, label, kind, title), row in zip(vertical, label_rows, strict=True)
+        for (at, label, kind, title), row in zip(vertical, mark_rows, strict=True)
     ]
 
-    points = [Point(x(start), lane_y["workflow"], "created", f"created {start:%H:%M:%S} UTC")]
+    points = [Point(x(start), workflow_y, "created", f"created {start:%H:%M:%S} UTC")]
     labels = []
-    moved = [t for t in transitions if t.from_state]
-    for transition, row in zip(moved, _stagger([(x(t.at), t.to_state) for t in moved]), strict=True):
-        points.append(Point(x(transition.at), lane_y["workflow"], "transition", _title(transition)))
-        labels.append(Label(x(transition.at), lane_y["workflow"] + 16 + row * 11, transition.to_state))
+    for transition, row in zip(moved, transition_rows, strict=True):
+        points.append(Point(x(transition.at), workflow_y, "transition", _title(transition)))
+        labels.append(Label(x(transition.at), workflow_y + 16 + row * 11, transition.to_state))
     sms = claims.get(Channel.SMS)
     if sms is not None and sms.submitted_at is not None:
         title = f"SMS submitted {sms.submitted_at:%H:%M:%S} UTC"

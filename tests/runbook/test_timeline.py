@@ -56,3 +56,11 @@ def test_every_observation_is_a_point_on_its_channels_lane(policy, clock):
         ("obs-accepted", lanes["email"]),
     ]
     assert any(point.kind == "claim" and point.y == lanes["email"] for point in drawn.points)
+
+
+def test_a_burst_of_transitions_pushes_the_channel_lanes_down_instead_of_covering_them(policy, clock):
+    event = event_in(State.EMAIL_ACCEPTED, clock)  # three transitions in the same second
+    drawn = _build(event, clock.now())
+    lanes = {lane.name: lane.y for lane in drawn.lanes}
+    assert len({label.y for label in drawn.labels}) == len(drawn.labels) == 3
+    assert max(label.y for label in drawn.labels) < lanes["sms"] - 8
