@@ -15,7 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.http import HttpResponse
 from django.template import engines
@@ -26,7 +26,6 @@ import config.urls
 from bench import database
 from policies.models import PolicyVersion
 from runbook.access import ConsoleRequest, requires
-from runbook.roles import ensure_groups
 
 EVENTS = 1_000_000
 OPEN_SHARE = 0.02
@@ -60,8 +59,10 @@ class Served:
 
 def run() -> Served:
     policy = database.reset_tables()
+    # A second region, so half the events (and the region filter) land elsewhere.
+    other = database.bench_policy("BENCHEU")
     started = time.perf_counter()
-    _seed(policy)
+    _seed(policy, other)
     print(f"  seeded {EVENTS:,} events in {time.perf_counter() - started:.0f}s")
     print("  list query plan:", _list_plan())
     client = _responder_client()
@@ -73,7 +74,7 @@ def run() -> Served:
             client.get(warmup)
         for _ in range(REQUESTS):
             for name, url in (
-                ("list", "/" if rng.random() < 0.5 else f"/?state={rng.choice(OPEN_STATES)}"),
+                ("list", rng.choice(["/", f"/?state={rng.choice(OPEN_STATES)}", "/?region=BENCHEU"])),
                 ("event", f"/events/{rng.choice(open_ids)}"),
                 ("empty", "/bench/empty"),
             ):
@@ -94,7 +95,6 @@ def _timings(values: list[float]) -> Timings:
 
 
 def _responder_client() -> Client:
-    ensure_groups(Group, Permission)
     user, _ = User.objects.get_or_create(username="bench-responder")
     user.groups.add(Group.objects.get(name="responders"))
     client = Client(HTTP_HOST="localhost")
@@ -114,11 +114,14 @@ def _list_plan() -> str:
         return " / ".join(row[0].strip() for row in cursor.fetchall()[:3])
 
 
-def _seed(policy: PolicyVersion) -> None:
+def _seed(policy: PolicyVersion, other: PolicyVersion) -> None:
     """Fill the tables in SQL (a million ORM objects would take longer than the benchmark).
 
-    Every 50th event is open: its act_by spreads over the next hour, so the list's first
-    page holds a mix of at-risk and roomy events; the others ended within the last day.
+    Every 50th event is open, in one of the four open states with the next action and
+    claims that state implies; it expires within the next hour and its act_by is its
+    expiry less the policy's remaining-step costs, so the list's first page holds a mix of
+    at-risk and roomy events. The others ended within the last day.
+    Events alternate between the two regions in blocks of 50, so both have open events.
     """
     open_every = round(1 / OPEN_SHARE)
     with connection.cursor() as cursor:
@@ -131,20 +134,34 @@ def _seed(policy: PolicyVersion) -> None:
                 act_by, wake_at, lease_owner, lease_expires_at, lease_token)
             SELECT
                 'evt_bench_' || lpad(n::text, 8, '0'), 'bench', 'bench-' || n, '', 'password_reset',
-                %(region)s, %(policy)s, true, 'ref', 'ref',
-                now() - make_interval(secs => (n %% 86400)), now() + make_interval(secs => 60 + (n %% 3600)),
-                CASE WHEN n %% %(open_every)s = 0 THEN (%(open)s::text[])[1 + (n / %(open_every)s) %% 4]
-                     ELSE (%(terminal)s::text[])[1 + n %% 4] END,
-                3, now() - make_interval(secs => (n %% 600)), now() - make_interval(secs => (n %% 30)),
-                CASE WHEN n %% %(open_every)s = 0 THEN 'poll_sms' ELSE 'none' END,
-                CASE WHEN n %% %(open_every)s = 0 THEN now() + make_interval(secs => (n %% 10)) END,
-                CASE WHEN n %% %(open_every)s = 0 THEN now() + make_interval(secs => (n::bigint * 7919 %% 3600)) END,
+                CASE WHEN n / %(open_every)s %% 2 = 0 THEN %(region)s ELSE %(other_region)s END,
+                CASE WHEN n / %(open_every)s %% 2 = 0 THEN %(policy)s ELSE %(other)s END,
+                true, 'ref', 'ref', created, expires, state, 3, created + (now() - created) / 2, now() - interval '2s',
+                CASE state WHEN 'sms_requested' THEN 'submit_sms' WHEN 'sms_pending' THEN 'poll_sms'
+                           WHEN 'sms_failed' THEN 'claim_email' WHEN 'email_claimed' THEN 'submit_email'
+                           ELSE 'none' END,
+                CASE WHEN is_open THEN now() + make_interval(secs => n %% 10) END,
+                -- act_by = expiry less the remaining steps' costs (bench policy: 9 s, 7 s after a
+                -- failed SMS, 6 s once the email is claimed).
+                CASE WHEN is_open THEN expires - make_interval(secs =>
+                    CASE state WHEN 'sms_failed' THEN 7 WHEN 'email_claimed' THEN 6 ELSE 9 END) END,
                 NULL, '', NULL, 0
-            FROM generate_series(1, %(events)s) AS n
+            FROM (
+                SELECT n, is_open,
+                       CASE WHEN is_open THEN (%(open)s::text[])[1 + (n / %(open_every)s) %% 4]
+                            ELSE (%(terminal)s::text[])[1 + n %% 4] END AS state,
+                       CASE WHEN is_open THEN now() - make_interval(secs => n %% 300)
+                            ELSE now() - make_interval(secs => 600 + n %% 86400) END AS created,
+                       CASE WHEN is_open THEN now() + make_interval(secs => 60 + n::bigint * 7919 %% 3600)
+                            ELSE now() - make_interval(secs => n %% 86400) END AS expires
+                FROM (SELECT n, n %% %(open_every)s = 0 AS is_open FROM generate_series(1, %(events)s) AS n) AS numbered
+            ) AS events
             """,
             {
                 "region": policy.region,
                 "policy": policy.pk,
+                "other_region": other.region,
+                "other": other.pk,
                 "open_every": open_every,
                 "open": OPEN_STATES,
                 "terminal": TERMINAL_STATES,
@@ -155,9 +172,13 @@ def _seed(policy: PolicyVersion) -> None:
             """
             INSERT INTO notify_claim (event_id, channel, key, state, attempts, provider_ref, submitted_at,
                                       next_attempt_at, created_at, updated_at)
-            SELECT id, 'sms', 'reset-sms:' || id, 'accepted', 1, 'SM' || md5(id), created_at, NULL,
+            SELECT id, 'sms', 'reset-sms:' || id, 'accepted', 1, 'SM' || md5(id), created_at, NULL::timestamptz,
                    created_at, created_at
             FROM notify_event WHERE act_by IS NOT NULL
+            UNION ALL
+            SELECT id, 'email', 'reset-email:' || id, 'claimed', 0, '', NULL::timestamptz, NULL::timestamptz,
+                   state_entered_at, state_entered_at
+            FROM notify_event WHERE act_by IS NOT NULL AND state = 'email_claimed'
             """
         )
         cursor.execute(

@@ -35,8 +35,13 @@ def reset_tables() -> PolicyVersion:
         cursor.execute(
             "TRUNCATE notify_transition, notify_observation, notify_claim, notify_vaultentry, notify_event CASCADE"
         )
+    return bench_policy("BENCH")
+
+
+def bench_policy(region: str) -> PolicyVersion:
+    """Return the benchmark's policy for ``region`` (round numbers, as in the tests), made once."""
     policy, _ = PolicyVersion.objects.get_or_create(
-        region="BENCH",
+        region=region,
         number=1,
         defaults={
             "published_at": datetime.now(UTC),

@@ -188,7 +188,7 @@ CONTENT_SECURITY_POLICY = {
         "default-src": [SELF],
         "script-src": [SELF],
         "style-src": [SELF],
-        "img-src": [SELF, "data:"],
+        "img-src": [SELF],
         "connect-src": [SELF],
         "form-action": [SELF],
         "frame-ancestors": [NONE],

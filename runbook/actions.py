@@ -45,8 +45,12 @@ def release_lease(request: ConsoleRequest, event_id: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "The release form was incomplete; reload the page and try again.")
         return _back(event.id)
+    # The web server's clock judges a lease the worker's clock set: hosts are assumed to
+    # agree to well within a lease TTL (NTP), as the workers' own take-overs assume too.
     now = system_clock.now()
     holder = event.lease_owner
+    # One transaction: the release, its note and its audit entry land together or not at
+    # all, and the wake-up is sent only once they are committed (tasks.wake uses on_commit).
     with transaction.atomic():
         released = transitions.release_expired_lease(event.id, form.cleaned_data["lease_token"], now=now)
         if released:
@@ -76,6 +80,8 @@ def claim_fallback(request: ConsoleRequest, event_id: str) -> HttpResponse:
         messages.error(request, "The claim form was incomplete; reload the page and try again.")
         return _back(event.id)
     seen = form.cleaned_data["version"]
+    # The claim (its own compare-and-set) and the audit entry commit together; the worker
+    # is woken only after the claim is visible to it.
     with transaction.atomic():
         outcome = transitions.claim_email_fallback(
             event.id,
@@ -112,9 +118,10 @@ def follow_up(request: ConsoleRequest, event_id: str) -> HttpResponse:
         for error in form.errors.get("note", []):
             messages.error(request, f"Note not saved: {error}")
         return _back(event.id)
+    # The note and the mark that lists it among the follow-ups land together.
     with transaction.atomic():
         note = _operator_note(event, form.cleaned_data["note"])
         transitions.record_observation(event.id, note, now=system_clock.now(), actor=audit.actor(request.user))
-        audit.record(request.user, AuditAction.FOLLOW_UP, event.id, applied=True)
+        audit.record(request.user, AuditAction.FOLLOW_UP, event.id, applied=True, detail=form.cleaned_data["note"])
     messages.success(request, "Marked for follow-up.")
     return _back(event.id)

@@ -1,6 +1,20 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _create_roles(sender: AppConfig, **kwargs: Any) -> None:
+    from runbook.roles import ensure_groups  # models are importable only once apps are ready
+
+    ensure_groups()
 
 
 class RunbookConfig(AppConfig):
     name = "runbook"
     verbose_name = "On-call console"
+
+    def ready(self) -> None:
+        # After every migrate (and every test-database flush), after auth has created this
+        # app's permissions: the role groups exist with exactly their permissions.
+        post_migrate.connect(_create_roles, sender=self)

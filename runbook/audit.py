@@ -8,7 +8,7 @@ from runbook.models import AuditAction, AuditEntry
 
 def record(user: User, action: AuditAction, event_id: str, *, applied: bool, detail: str = "") -> None:
     AuditEntry.objects.create(
-        user=user, action=action, event_id=event_id, at=system_clock.now(), applied=applied, detail=detail[:200]
+        user=user, action=action, event_id=event_id, at=system_clock.now(), applied=applied, detail=detail[:500]
     )
 
 

@@ -19,7 +19,8 @@ class NoteForm(forms.Form):
     note = forms.CharField(
         max_length=500,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What needs following up, and by whom"}),
-        help_text="No phone numbers, email addresses or links: the console never shows personal data.",
+        help_text="No phone numbers, email addresses or links: the console never shows personal data. "
+        "Seven or more digits in a row read as a phone number and are refused too.",
     )
 
     def clean_note(self) -> str:

@@ -22,7 +22,8 @@ class AuditEntry(models.Model):
     event_id = models.CharField(max_length=30)
     at = models.DateTimeField()
     applied = models.BooleanField(help_text="False when the action was refused (someone else won the race).")
-    detail = models.CharField(max_length=200, blank=True)
+    # Why a refused action was refused, whose lease was released, or the follow-up note.
+    detail = models.CharField(max_length=500, blank=True)
 
     class Meta:
         verbose_name_plural = "audit entries"
@@ -32,8 +33,13 @@ class AuditEntry(models.Model):
             ("view_raw_status", "Can see raw provider statuses"),
         ]
         indexes = [
-            # Consumer: the event page's list of console actions taken on this event.
+            # Consumers: the event page's list of console actions taken on this event, and
+            # the open-events list's follow-up badges for the events on its page.
             models.Index(fields=["event_id", "at"], name="audit_event_time_idx"),
+            # Consumer: the console's follow-up list, newest first.
+            models.Index(
+                fields=["-at"], name="audit_follow_up_idx", condition=models.Q(action="follow_up", applied=True)
+            ),
         ]
 
     def __str__(self) -> str:

@@ -4,7 +4,7 @@ Staff (the admin) is a separate flag on the account; raw provider statuses need
 their own permission, granted per person rather than per role.
 """
 
-from typing import Any
+from django.contrib.auth.models import Group, Permission
 
 GROUPS: dict[str, list[str]] = {
     "responders": ["view_console", "act_on_events"],
@@ -12,10 +12,8 @@ GROUPS: dict[str, list[str]] = {
 }
 
 
-def ensure_groups(group_model: Any, permission_model: Any) -> None:
-    """Create the role groups with their permissions (idempotent); models may be historical ones."""
+def ensure_groups() -> None:
+    """Create the role groups with their permissions (idempotent)."""
     for name, codenames in GROUPS.items():
-        group, _ = group_model.objects.get_or_create(name=name)
-        group.permissions.add(
-            *permission_model.objects.filter(content_type__app_label="runbook", codename__in=codenames)
-        )
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.add(*Permission.objects.filter(content_type__app_label="runbook", codename__in=codenames))

@@ -50,8 +50,24 @@ class Owner:
     holder: str
     expires_at: datetime | None
     live: bool
+    # Nobody has acted although a step is long due, or the holder's lease ran out.
+    stuck: bool
     # Why nobody holds a live lease, when nobody does.
     why: str
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The event's clocks, each its own question: how long in this state, how long left to act."""
+
+    state_age: timedelta
+    budget: timedelta | None
+    due_in: timedelta | None
+    at_risk: bool
+
+    @property
+    def overdue(self) -> bool:
+        return self.due_in is not None and self.due_in < timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -67,10 +83,10 @@ class EventStatus:
     policy: PolicyVersion
     now: datetime
     terminal: bool
-    state_age: timedelta
-    budget: timedelta | None
-    at_risk: bool
-    due_in: timedelta | None
+    timing: Timing
+    # What the table allows now, decided afresh: the stored schedule is only as recent as
+    # the last write, and a dead worker writes nothing (its event still says "poll" after D).
+    decision: machine.Decision
     owner: Owner
     fallback: Fallback
     allowed_transition: str
@@ -78,8 +94,9 @@ class EventStatus:
     last_observation: Observation | None
 
     @property
-    def overdue(self) -> bool:
-        return self.due_in is not None and self.due_in < timedelta(0)
+    def schedule_is_stale(self) -> bool:
+        """Whether the worker's stored next action differs from what is allowed now."""
+        return self.decision.action != self.event.next_action
 
 
 def stuck_after() -> timedelta:
@@ -96,30 +113,38 @@ def at_risk(event: Event, policy: PolicyVersion, now: datetime) -> bool:
     return event.act_by is not None and event.act_by - now < policy.page_margin
 
 
+def timing(event: Event, policy: PolicyVersion, now: datetime) -> Timing:
+    return Timing(
+        state_age=now - event.state_entered_at,
+        budget=event.act_by - now if event.act_by is not None else None,
+        due_in=event.next_action_at - now if event.next_action_at is not None else None,
+        at_risk=at_risk(event, policy, now),
+    )
+
+
 def describe(
     event: Event,
     policy: PolicyVersion,
-    claims: Mapping[str, Claim],
+    claims: Mapping[Channel, Claim],
     last_observation: Observation | None,
     now: datetime,
 ) -> EventStatus:
     terminal = machine.is_terminal(State(event.state), event.fallback_available)
-    due_in = event.next_action_at - now if event.next_action_at is not None else None
-    owner = _owner(event, now, terminal, due_in)
+    clocks = timing(event, policy, now)
+    decision = machine.decide(event, claims, policy, now)
+    owner = _owner(event, now, terminal, clocks.due_in)
     fallback = _fallback(event, policy, claims, now, terminal)
     return EventStatus(
         event=event,
         policy=policy,
         now=now,
         terminal=terminal,
-        state_age=now - event.state_entered_at,
-        budget=event.act_by - now if event.act_by is not None else None,
-        at_risk=at_risk(event, policy, now),
-        due_in=due_in,
+        timing=clocks,
+        decision=decision,
         owner=owner,
         fallback=fallback,
-        allowed_transition=ALLOWED_TRANSITION[NextAction(event.next_action)],
-        situation=_situation(event, owner, fallback, terminal, due_in),
+        allowed_transition=ALLOWED_TRANSITION[decision.action],
+        situation=_situation(event, owner, fallback, terminal),
         last_observation=last_observation,
     )
 
@@ -127,23 +152,24 @@ def describe(
 def _owner(event: Event, now: datetime, terminal: bool, due_in: timedelta | None) -> Owner:
     expires = event.lease_expires_at
     if event.lease_owner and expires is not None and expires > now:
-        return Owner(event.lease_owner, expires, live=True, why="")
-    if event.lease_owner:
+        return Owner(event.lease_owner, expires, live=True, stuck=False, why="")
+    if event.lease_owner and not terminal:
         why = "its lease expired: the worker holding it died or stalled; any worker may take it over"
-        return Owner(event.lease_owner, expires, live=False, why=why)
+        return Owner(event.lease_owner, expires, live=False, stuck=True, why=why)
+    overdue = due_in is not None and -due_in > stuck_after()
     if terminal:
         why = "the event is terminal: nothing is left to do"
     elif due_in is not None and due_in > timedelta(0):
         why = "between steps: no step is due yet"
-    elif due_in is not None and -due_in > stuck_after():
+    elif overdue:
         why = "its step is overdue and no worker has taken it: are the workers and the sweeper running?"
     else:
         why = "its step is due: a worker should take it within seconds"
-    return Owner("", None, live=False, why=why)
+    return Owner("", None, live=False, stuck=overdue and not terminal, why=why)
 
 
 def _fallback(
-    event: Event, policy: PolicyVersion, claims: Mapping[str, Claim], now: datetime, terminal: bool
+    event: Event, policy: PolicyVersion, claims: Mapping[Channel, Claim], now: datetime, terminal: bool
 ) -> Fallback:
     email = claims.get(Channel.EMAIL)
     if email is not None:
@@ -160,11 +186,10 @@ def _fallback(
     )
 
 
-def _situation(event: Event, owner: Owner, fallback: Fallback, terminal: bool, due_in: timedelta | None) -> Situation:
+def _situation(event: Event, owner: Owner, fallback: Fallback, terminal: bool) -> Situation:
     if terminal:
         return Situation.DONE
-    stuck = not owner.live and due_in is not None and -due_in > stuck_after()
-    if stuck or (owner.holder and not owner.live):
+    if owner.stuck:
         return Situation.STUCK_WORKER
     if fallback.claimable_now:
         return Situation.FALLBACK_DUE

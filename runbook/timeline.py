@@ -70,7 +70,7 @@ class Timeline:
 def build(
     event: Event,
     policy: PolicyVersion,
-    claims: Mapping[str, Claim],
+    claims: Mapping[Channel, Claim],
     observations: Sequence[Observation],
     transitions: Sequence[Transition],
     now: datetime,

@@ -1,16 +1,17 @@
 """The console's pages. Each renders one template; an htmx refresh gets only its live partial."""
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import Count, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 
+from notify import machine
 from notify.clock import system_clock
-from notify.models import Event, Observation
-from notify.states import Normalized, Source, State
+from notify.models import Event
+from notify.states import Channel, State
 from policies.cache import policy_version
 from policies.models import PolicyVersion
 from runbook import audit, status, timeline
@@ -22,7 +23,9 @@ PAGE_SIZE = 50
 # The event page shows this many of the newest observations; a runaway event (a provider
 # replaying callbacks) must not make the page, or its refresh every few seconds, unbounded.
 HISTORY_LIMIT = 100
-OPEN_STATES = [State.SMS_REQUESTED, State.SMS_PENDING, State.SMS_FAILED, State.EMAIL_CLAIMED]
+# The states an event can be open in (with a fallback; without one sms_failed is terminal).
+OPEN_STATES = [state for state in State if not machine.is_terminal(state, fallback_available=True)]
+FOLLOW_UP_PAGE_SIZE = 50
 
 
 def _render(request: ConsoleRequest, template: str, partial: str, context: dict[str, object]) -> HttpResponse:
@@ -36,10 +39,7 @@ def _render(request: ConsoleRequest, template: str, partial: str, context: dict[
 @dataclass(frozen=True)
 class Row:
     event: Event
-    budget: timedelta
-    state_age: timedelta
-    due_in: timedelta | None
-    at_risk: bool
+    timing: status.Timing
     follow_up: bool
 
 
@@ -67,11 +67,14 @@ class Filters:
         return "&".join(f"{key}={value}" for key, value in values.items() if value)
 
 
+def _follow_ups() -> QuerySet[AuditEntry]:
+    return AuditEntry.objects.filter(action=AuditAction.FOLLOW_UP, applied=True)
+
+
 def _marked_for_follow_up(event_ids: list[str]) -> set[str]:
-    # One query for the page's rows, by event id (observation_event_time_idx leads with it).
-    # Not an EXISTS per row: the planner may hash it over every operator note ever written.
-    marked = Observation.objects.filter(event_id__in=event_ids, source=Source.OPERATOR, normalized=Normalized.NOTE)
-    return set(marked.values_list("event_id", flat=True).distinct())
+    # One query for the page's rows (audit_event_time_idx leads with the event id). Not an
+    # EXISTS per row: the planner may hash that over every follow-up ever written.
+    return set(_follow_ups().filter(event_id__in=event_ids).values_list("event_id", flat=True).distinct())
 
 
 @requires("runbook.view_console")
@@ -112,9 +115,10 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
         "rows": rows,
         "filters": filters,
         "regions": regions,
-        "states": [(state, counts.get(state, 0)) for state in OPEN_STATES],
+        # Each state with its count and the query that lists it (keeping the region filter).
+        "states": [(state, counts.get(state, 0), filters.query(state=state, page=1)) for state in OPEN_STATES],
         "total": total,
-        "at_risk": sum(row.at_risk for row in rows),
+        "at_risk": sum(row.timing.at_risk for row in rows),
         "page": page,
         "pages": pages,
         "previous_query": filters.query(page=page - 1) if page > 1 else None,
@@ -127,22 +131,14 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
 
 
 def _row(event: Event, now: datetime, follow_up: bool) -> Row:
-    assert event.act_by is not None  # open events only
-    return Row(
-        event=event,
-        budget=event.act_by - now,
-        state_age=now - event.state_entered_at,
-        due_in=event.next_action_at - now if event.next_action_at is not None else None,
-        at_risk=status.at_risk(event, policy_version(event.policy_id), now),
-        follow_up=follow_up,
-    )
+    return Row(event, status.timing(event, policy_version(event.policy_id), now), follow_up)
 
 
 @requires("runbook.view_console")
 def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
     """The page a responder lands on from a page: who owns it, what was seen, budget, next step."""
     event = get_object_or_404(Event.objects.select_related("policy"), pk=event_id)
-    claims = {claim.channel: claim for claim in event.claims.all()}
+    claims = {Channel(claim.channel): claim for claim in event.claims.all()}
     newest_first = list(event.observations.order_by("-recorded_at", "-id")[:HISTORY_LIMIT])
     transitions = list(event.transitions.order_by("version"))
     now = system_clock.now()
@@ -152,7 +148,7 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
     context = {
         "status": described,
         "event": event,
-        "claims": [claims.get(channel) for channel in ("sms", "email")],
+        "claims": [claims[channel] for channel in Channel if channel in claims],
         "observations": newest_first,
         "history_truncated": len(newest_first) == HISTORY_LIMIT,
         "transitions": transitions,
@@ -162,15 +158,46 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
         .select_related("user")
         .order_by("-at")[:20],
         "may_act": may_act,
-        "may_release": may_act and described.owner.holder != "" and not described.owner.live,
+        # Only a lease that stops a worker: a terminal event's stale lease holds nothing back.
+        "may_release": may_act and described.owner.holder != "" and described.owner.stuck,
         "may_claim": may_act and described.fallback.claimable_now,
         "may_view_raw": user.has_perm("runbook.view_raw_status"),
         "note_form": NoteForm(),
         # The runbook panel sits outside the refreshed part (an open panel must stay open);
         # a refresh says so when the situation it describes has changed.
-        "shown_situation": request.GET.get("shown", ""),
+        "shown_situation": _situation(request.GET.get("shown", "")),
     }
     return _render(request, "runbook/event_detail.html", "live", context)
+
+
+def _situation(value: str) -> str:
+    return value if value in {situation.value for situation in status.Situation} else ""
+
+
+@requires("runbook.view_console")
+def follow_ups(request: ConsoleRequest) -> HttpResponse:
+    """Events marked for follow-up, newest mark first, whatever state their event is in now.
+
+    The list of open events cannot carry this: an event is most often marked once it has
+    ended (expired, no fallback left) and support has to reach the subscriber another way.
+    """
+    try:
+        page = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page = 1
+    offset = (page - 1) * FOLLOW_UP_PAGE_SIZE
+    # Walks audit_follow_up_idx newest first; one row more than shown tells whether there
+    # is an older page without counting every follow-up ever written.
+    marks = list(_follow_ups().select_related("user").order_by("-at", "-id")[offset : offset + FOLLOW_UP_PAGE_SIZE + 1])
+    shown = marks[:FOLLOW_UP_PAGE_SIZE]
+    states = dict(Event.objects.filter(pk__in={mark.event_id for mark in shown}).values_list("id", "state"))
+    context = {
+        "marks": [(mark, states.get(mark.event_id, "")) for mark in shown],
+        "page": page,
+        "previous_page": page - 1 if page > 1 else None,
+        "next_page": page + 1 if len(marks) > FOLLOW_UP_PAGE_SIZE else None,
+    }
+    return render(request, "runbook/follow_ups.html", context)
 
 
 @requires("runbook.view_raw_status")

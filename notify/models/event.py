@@ -76,6 +76,13 @@ class Event(models.Model):
                 name="event_open_state_idx",
                 condition=models.Q(act_by__isnull=False),
             ),
+            # Consumer: the console's open-events list filtered by region; without it a region
+            # with few open events is found by walking every open event in act_by order.
+            models.Index(
+                fields=["region", "act_by"],
+                name="event_open_region_idx",
+                condition=models.Q(act_by__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -4,12 +4,11 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
 from notify.clock import system_clock
 from notify.states import State
-from runbook.roles import ensure_groups
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import next_phone, step
 
@@ -20,7 +19,6 @@ PASSWORD = "correct horse battery staple"
 
 @pytest.fixture
 def responder(db):
-    ensure_groups(Group, Permission)
     user = User.objects.create_user("rita", password=PASSWORD)
     user.groups.add(Group.objects.get(name="responders"))
     return user

@@ -5,13 +5,10 @@ import time_machine
 from django.contrib.auth.models import Group, Permission, User
 
 from notify.clock import system_clock
-from runbook.roles import ensure_groups
 from tests.conftest import T0
 
 
 def _user(username: str, *groups: str, permissions: tuple[str, ...] = ()) -> User:
-    # The migration made the groups; a transactional test elsewhere may have flushed them since.
-    ensure_groups(Group, Permission)
     user = User.objects.create_user(username, password="correct horse battery staple")
     user.groups.add(*Group.objects.filter(name__in=groups))
     user.user_permissions.add(*Permission.objects.filter(content_type__app_label="runbook", codename__in=permissions))

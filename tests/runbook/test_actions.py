@@ -9,6 +9,7 @@ from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Cause, Channel, Normalized, Source, State
 from runbook.models import AuditAction, AuditEntry
+from tests.concurrency import race
 from tests.factories import CANARY_PHONE, new_event
 from tests.runbook.events import WORKER, event_in
 
@@ -180,6 +181,21 @@ def test_a_follow_up_note_is_an_operator_observation_that_does_not_delay_polling
     assert '<span class="badge note">follow-up</span>' in listed
 
 
+def test_an_ended_event_marked_for_follow_up_is_on_the_follow_up_list(acting, policy, clock):
+    ended = event_in(State.SMS_DELIVERED, clock)
+    quiet = event_in(State.SMS_DELIVERED, clock)
+    _post(acting, "runbook:follow-up", ended, {"note": "subscriber called support"})
+    # Releasing a lease also leaves an operator note, but marks nothing for follow-up.
+    transitions.take_lease(quiet.id, WORKER, now=clock.now(), ttl=timedelta(seconds=1))
+    clock.advance(2)
+    quiet.refresh_from_db()
+    _post(acting, "runbook:release-lease", quiet, {"lease_token": quiet.lease_token})
+    marks = acting.get(reverse("runbook:follow-ups")).context["marks"]
+    assert [(mark.event_id, mark.detail, state) for mark, state in marks] == [
+        (ended.id, "subscriber called support", State.SMS_DELIVERED)
+    ]
+
+
 @pytest.mark.parametrize(
     "note",
     [f"subscriber says {CANARY_PHONE} is wrong", "call 415 555 0123", "wrote to a.b@example.org", "see https://x.io/r"],
@@ -193,4 +209,25 @@ def test_a_note_with_personal_data_is_refused_and_nothing_is_kept(acting, policy
     ]
     assert not Observation.objects.filter(event=event).exists()
     assert not AuditEntry.objects.exists()
-    assert "555" not in response.content.decode().replace(event.id, "")
+    assert note not in response.content.decode()  # not echoed back either
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_responder_and_workers_racing_to_claim_the_fallback_make_one_claim(console, responder, policy, clock):
+    event = event_in(State.SMS_FAILED, clock)
+    client = console(responder)
+
+    def claim(i):
+        if i == 0:
+            response = client.post(reverse("runbook:claim-fallback", args=[event.id]), {"version": event.version})
+            return response.status_code == 302 and AuditEntry.objects.get().applied
+        outcome = transitions.claim_email_fallback(
+            event.id, now=clock.now(), actor=f"worker-{i}", cause=Cause.OBSERVATION
+        )
+        return outcome.applied
+
+    results = race(claim)
+    assert sum(results) == 1
+    assert Claim.objects.filter(event=event, channel=Channel.EMAIL).count() == 1
+    assert Transition.objects.filter(event=event, to_state=State.EMAIL_CLAIMED).count() == 1

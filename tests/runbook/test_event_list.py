@@ -45,7 +45,7 @@ def test_it_filters_by_region_and_state_and_counts_each_state(client_, policy, c
     assert set(_listed(client_.get(LIST, {"region": "US"}))) == {us_pending.id, us_requested.id}
     assert _listed(client_.get(LIST, {"state": "sms_pending"})) == [us_pending.id]
     assert _listed(client_.get(LIST, {"region": "EU", "state": "sms_requested"})) == [eu_requested.id]
-    counts = dict(client_.get(LIST).context["states"])
+    counts = {state: count for state, count, _ in client_.get(LIST).context["states"]}
     assert counts[State.SMS_REQUESTED] == 2
     assert counts[State.SMS_PENDING] == 1
     assert counts[State.SMS_FAILED] == 0
@@ -60,11 +60,11 @@ def test_unknown_filter_values_are_ignored_not_errors(client_, policy, clock):
 
 def test_events_within_the_page_margin_are_highlighted_as_at_risk(client_, policy, clock):
     event = new_event(clock.now(), ttl=timedelta(seconds=600))
-    assert not client_.get(LIST).context["rows"][0].at_risk
+    assert not client_.get(LIST).context["rows"][0].timing.at_risk
     # act_by = expiry - 9s of remaining steps; the policy pages under 30s of budget.
     clock.advance(600 - 9 - 29)
     response = client_.get(LIST)
-    assert response.context["rows"][0].at_risk
+    assert response.context["rows"][0].timing.at_risk
     assert f'<tr class="at-risk" data-event="{event.id}">' in response.content.decode()
 
 

@@ -74,9 +74,9 @@ def test_state_age_and_budget_are_two_separate_values(page, policy, clock):
     event = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
     clock.advance(40)
     status = page(event).context["status"]
-    assert status.state_age == timedelta(seconds=40)
+    assert status.timing.state_age == timedelta(seconds=40)
     # act_by = expiry - (poll 2 + select 1 + email submit 5 + record 1)
-    assert status.budget == timedelta(seconds=600 - 9 - 40)
+    assert status.timing.budget == timedelta(seconds=600 - 9 - 40)
 
 
 def test_it_states_the_one_transition_still_allowed_in_words(page, policy, clock):
@@ -176,3 +176,50 @@ def test_the_runbook_panel_walks_through_the_current_situation(page, policy, clo
 def test_the_runbook_panel_says_when_no_fallback_is_left(page, policy, clock):
     event = event_in(State.SMS_PENDING, clock, email="")
     assert "No fallback is left" in page(event).content.decode()
+
+
+def test_without_a_worker_the_page_says_what_is_allowed_now_not_what_was_scheduled(page, policy, clock):
+    event = event_in(State.SMS_PENDING, clock)
+    clock.advance(61)  # past the fallback deadline; no worker has written since
+    response = page(event)
+    status = response.context["status"]
+    assert status.schedule_is_stale
+    assert status.allowed_transition.startswith("Claim the email fallback")
+    body = response.content.decode()
+    assert "the worker last scheduled “poll the SMS receipt”" in body
+
+
+def test_past_expiry_the_one_transition_left_is_to_expire(page, policy, clock):
+    event = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    clock.advance(601)
+    assert page(event).context["status"].allowed_transition.startswith("Expire")
+
+
+def test_a_terminal_event_stops_the_polling(page, policy, clock):
+    open_body = page(new_event(clock.now())).content.decode()
+    assert 'hx-trigger="every 3s"' in open_body
+    done_body = page(event_in(State.SMS_DELIVERED, clock)).content.decode()
+    assert 'hx-trigger="every 3s"' not in done_body
+
+
+def test_an_unknown_shown_situation_is_dropped(console, viewer, policy, clock):
+    event = new_event(clock.now())
+    url = reverse("runbook:event", args=[event.id])
+    body = console(viewer).get(url, {"shown": '"><script>x</script>'}, HTTP_HX_REQUEST="true").content.decode()
+    assert "?shown=on-track" in body
+    assert "script" not in body
+
+
+def test_every_situation_has_a_panel_and_a_section_in_the_written_runbook():
+    from pathlib import Path
+
+    from django.template.loader import render_to_string
+
+    written = (Path(__file__).resolve().parents[2] / "docs" / "runbook.md").read_text()
+    for situation in Situation:
+        assert f"### {situation}" in written
+        panel = render_to_string("runbook/runbook_panel.html", {"situation": situation.value, "event": None})
+        assert panel.strip()
+    # Each situation's panel is its own text, not the catch-all.
+    panels = {render_to_string("runbook/runbook_panel.html", {"situation": s.value}) for s in Situation}
+    assert len(panels) == len(Situation)

@@ -26,6 +26,7 @@ def test_console_pages_allow_only_their_own_origin(event_page):
     assert policy["script-src"] == "'self'"
     assert policy["style-src"] == "'self'"
     assert policy["frame-ancestors"] == "'none'"
+    assert policy["img-src"] == "'self'"
     assert "unsafe" not in event_page["Content-Security-Policy"]
 
 
@@ -33,12 +34,15 @@ def test_the_login_page_sends_the_policy_too(client):
     assert "default-src 'self'" in client.get("/accounts/login/")["Content-Security-Policy"]
 
 
-def test_pages_load_nothing_from_elsewhere_and_nothing_inline(event_page):
-    body = event_page.content.decode()
-    for url in re.findall(r'(?:src|href)="([^"]*)"', body):
-        assert url.startswith(("/", "#", "?", "data:")), url
+@pytest.mark.parametrize("url", ["event", "/", "/follow-ups", "/accounts/login/"])
+def test_pages_load_nothing_from_elsewhere_and_nothing_inline(console, viewer, client, event_page, url):
+    response = event_page if url == "event" else (client if "login" in url else console(viewer)).get(url)
+    body = response.content.decode()
+    for link in re.findall(r'(?:src|href)="([^"]*)"', body):
+        assert link.startswith(("/", "#", "?")), link
     assert "<style" not in body
     assert " style=" not in body
+    assert re.search(r"\son[a-z]+=", body) is None, "an inline event handler"
     assert re.search(r"<script(?![^>]*\ssrc=)[^>]*>", body) is None, "an inline script"
 
 

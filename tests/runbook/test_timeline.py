@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from notify.models import Claim, Observation, Transition
-from notify.states import State
+from notify.states import Channel, State
 from runbook import timeline
 from tests.factories import new_event
 from tests.runbook.events import event_in
@@ -11,7 +11,7 @@ from tests.runbook.events import event_in
 
 def _build(event, now):
     event.refresh_from_db()
-    claims = {claim.channel: claim for claim in Claim.objects.filter(event=event)}
+    claims = {Channel(claim.channel): claim for claim in Claim.objects.filter(event=event)}
     observations = list(Observation.objects.filter(event=event).order_by("recorded_at"))
     transitions = list(Transition.objects.filter(event=event).order_by("version"))
     return timeline.build(event, event.policy, claims, observations, transitions, now)
