@@ -260,6 +260,19 @@ NOTIFY_SWEEP_INTERVAL = env_float("NOTIFY_SWEEP_INTERVAL", 2.0, minimum=0.1)
 NOTIFY_SWEEP_BATCH = env_int("NOTIFY_SWEEP_BATCH", 500, minimum=1)
 NOTIFY_SWEEP_REDELIVER_AFTER = timedelta(seconds=env_float("NOTIFY_SWEEP_REDELIVER_AFTER", 10.0, minimum=1))
 
+# Paging on an exhausted action budget (reset_delivery_deadline_at_risk). The evaluator runs
+# this often; pages go to a PagerDuty Events v2 compatible endpoint, one routing key per region
+# ("US=key,EU=key"). A region in page mode without a key keeps its pages queued, not lost.
+NOTIFY_RISK_INTERVAL = env_float("NOTIFY_RISK_INTERVAL", 5.0, minimum=0.5)
+PAGER_EVENTS_URL = env_str("PAGER_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue")
+PAGER_TIMEOUT = env_float("PAGER_TIMEOUT", 5.0, minimum=0.1)
+PAGER_ROUTING_KEYS: dict[str, str] = {}
+for _pair in env_list("PAGER_ROUTING_KEYS"):
+    _region, _, _key = _pair.partition("=")
+    if not _region.strip() or not _key.strip():
+        raise ImproperlyConfigured(f"PAGER_ROUTING_KEYS must be REGION=key pairs, got {_pair!r}")
+    PAGER_ROUTING_KEYS[_region.strip()] = _key.strip()
+
 CELERY_BEAT_SCHEDULE = {
     "sweep-due-events": {
         "task": "notify.sweep",
@@ -267,6 +280,14 @@ CELERY_BEAT_SCHEDULE = {
         # A sweep that waited longer than one interval is superseded by the next one.
         "options": {"expires": NOTIFY_SWEEP_INTERVAL},
     },
+    "evaluate-risk": {
+        "task": "runbook.evaluate_risk",
+        "schedule": NOTIFY_RISK_INTERVAL,
+        "options": {"expires": NOTIFY_RISK_INTERVAL},
+    },
+    # The outbox's safety net: new pages are sent at once; this retries what failed.
+    "deliver-pages": {"task": "runbook.deliver_pages", "schedule": NOTIFY_RISK_INTERVAL, "options": {"expires": 30}},
+    "roll-up-metrics": {"task": "notify.roll_up_metrics", "schedule": 10.0, "options": {"expires": 10.0}},
     # Retention periods are hours to days long: checking every 10 minutes is plenty.
     "purge-retained-data": {"task": "notify.purge_retained_data", "schedule": 600.0},
 }

@@ -44,3 +44,51 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.user_id} {self.action} {self.event_id}"
+
+
+class PageMode(models.TextChoices):
+    OBSERVE = "observe", "observed only (would have paged)"
+    PAGE = "page", "paged"
+
+
+class Page(models.Model):
+    """An event whose action budget fell within its policy's page margin while a step remained.
+
+    At most one per event (the one-to-one key is the dedup: two evaluators racing insert
+    one row). In ``observe`` mode it is only a record for threshold review; in ``page`` mode
+    it is also an outbox entry: the trigger, and the resolve once the event is terminal,
+    are delivered to the pager and retried until they land.
+    """
+
+    event = models.OneToOneField("notify.Event", on_delete=models.CASCADE, related_name="page")
+    region = models.CharField(max_length=8)
+    mode = models.CharField(max_length=8, choices=PageMode.choices)
+    opened_at = models.DateTimeField()
+    # The event as it was when it went at risk, for review: what was left, and for what.
+    state = models.CharField(max_length=20)
+    next_action = models.CharField(max_length=20)
+    budget_seconds = models.FloatField(help_text="Remaining action budget when it went at risk.")
+    resolved_at = models.DateTimeField(null=True, blank=True, help_text="When the event reached a terminal state.")
+    trigger_sent_at = models.DateTimeField(null=True, blank=True)
+    resolve_sent_at = models.DateTimeField(null=True, blank=True)
+    # When the next delivery is due; NULL when nothing is left to send (and always in observe mode).
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        indexes = [
+            # Consumer: the delivery outbox, which sends what is due.
+            models.Index(
+                fields=["next_attempt_at"],
+                name="page_outbox_idx",
+                condition=models.Q(next_attempt_at__isnull=False),
+            ),
+            # Consumer: the evaluator's resolve step, over pages whose event may have ended.
+            models.Index(fields=["event"], name="page_unresolved_idx", condition=models.Q(resolved_at__isnull=True)),
+            # Consumer: the would-have-paged review, by day.
+            models.Index(fields=["opened_at"], name="page_opened_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mode} {self.event_id}"

@@ -1,0 +1,94 @@
+"""Which events are at risk of missing their deadline, and the pages that say so.
+
+An event is at risk when its action budget (``act_by - now``) is within its policy's
+page margin; it is pageable only while a step remains that someone could still take
+(non-terminal, not yet past its expiry, next action not "expire"). A terminal SMS
+failure with plenty of budget left is not at risk: the fallback is routine.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Max, QuerySet, Value
+
+from notify.models import Event
+from notify.states import NextAction
+from policies.models import AlertMode, PolicyVersion
+from runbook.models import Page, PageMode
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    opened: int  # new pages (either mode)
+    not_pageable: int  # at risk by budget, but nothing is left to do (expired or about to)
+    resolved: int  # pages whose event reached a terminal state
+
+
+def at_risk_events(now: datetime) -> QuerySet[Event]:
+    """Open events whose budget is within their own policy's page margin.
+
+    One range scan of event_open_act_by_idx up to the widest margin of any policy, then
+    each row checked against its own policy's margin (a join to a table of a few rows).
+    """
+    widest = PolicyVersion.objects.aggregate(widest=Max("page_margin"))["widest"]
+    if widest is None:
+        return Event.objects.none()
+    own_margin = ExpressionWrapper(Value(now) + F("policy__page_margin"), output_field=DateTimeField())
+    return Event.objects.filter(act_by__isnull=False, act_by__lt=now + widest).filter(act_by__lt=own_margin)
+
+
+def pageable(event: Event, now: datetime) -> bool:
+    """Whether someone could still act: a step remains before the reset expires."""
+    return event.act_by is not None and now < event.expires_at and event.next_action != NextAction.EXPIRE
+
+
+def evaluate(now: datetime) -> Evaluation:
+    """Open a page for each newly at-risk, pageable event, and resolve pages whose event ended.
+
+    Safe to run concurrently: the page's one-to-one key on the event makes a second
+    insert for the same event a no-op, so two evaluators open one page between them.
+    """
+    candidates = list(
+        at_risk_events(now)
+        .filter(page__isnull=True)
+        .select_related("policy")
+        .only("id", "region", "state", "next_action", "act_by", "expires_at", "policy__alert_mode")
+    )
+    opened = not_pageable = 0
+    for event in candidates:
+        if not pageable(event, now):
+            not_pageable += 1
+            continue
+        mode = PageMode.PAGE if event.policy.alert_mode == AlertMode.PAGE else PageMode.OBSERVE
+        assert event.act_by is not None
+        # get_or_create inserts, and on the unique key's IntegrityError (another evaluator's
+        # insert won) returns that row: one page per event, whoever got there first.
+        _, created = Page.objects.get_or_create(
+            event=event,
+            defaults={
+                "region": event.region,
+                "mode": mode,
+                "opened_at": now,
+                "state": event.state,
+                "next_action": event.next_action,
+                "budget_seconds": (event.act_by - now).total_seconds(),
+                "next_attempt_at": now if mode == PageMode.PAGE else None,
+            },
+        )
+        opened += created
+    return Evaluation(opened=opened, not_pageable=not_pageable, resolved=resolve(now))
+
+
+def resolve(now: datetime) -> int:
+    """Mark the pages of events that reached a terminal state as resolved.
+
+    A paged one becomes due for delivery (its resolve), unless a delivery already holds
+    it: the deliverer sends the resolve after the trigger it is sending now.
+    """
+    ended = Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True)
+    paged = ended.filter(mode=PageMode.PAGE)
+    with transaction.atomic():
+        count = paged.filter(next_attempt_at__isnull=True).update(resolved_at=now, next_attempt_at=now)
+        count += ended.update(resolved_at=now)
+    return count

@@ -1,0 +1,36 @@
+"""Celery tasks for paging: find at-risk events, deliver pages. No personal data in arguments."""
+
+import logging
+
+from celery import shared_task
+from django.db import transaction
+from kombu.exceptions import OperationalError
+
+from notify.clock import system_clock
+from runbook import pager, risk
+
+log = logging.getLogger("runbook.tasks")
+
+
+@shared_task(name="runbook.evaluate_risk")
+def evaluate_risk() -> dict[str, int]:
+    """Open pages for newly at-risk events, resolve ended ones, and send what that made due."""
+    evaluation = risk.evaluate(system_clock.now())
+    if evaluation.opened or evaluation.resolved:
+        log.info("risk_evaluated", extra=evaluation.__dict__)
+        transaction.on_commit(_deliver_soon)
+    return evaluation.__dict__
+
+
+def _deliver_soon() -> None:
+    # Only a shortcut: the beat runs deliver_pages every few seconds anyway.
+    try:
+        deliver_pages.delay()
+    except OperationalError:
+        log.warning("deliver_pages_not_enqueued")
+
+
+@shared_task(name="runbook.deliver_pages")
+def deliver_pages() -> dict[str, int]:
+    """Send the pages that are due (new, resolved, or waiting for a retry)."""
+    return pager.deliver_due(system_clock.now()).__dict__

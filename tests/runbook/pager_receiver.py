@@ -1,0 +1,51 @@
+"""A real local HTTP server standing in for PagerDuty's Events v2 endpoint."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        self.status = 202
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v2/enqueue"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _handler(self):
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.status == 202:
+                    receiver.messages.append(json.loads(body))
+                self.send_response(receiver.status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"status": "success", "message": "Event processed"}')
+
+            def log_message(self, *args):
+                pass
+
+        return Handler
+
+    def actions(self) -> list[tuple[str, str]]:
+        return [(message["event_action"], message["dedup_key"]) for message in self.messages]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def pager_receiver(settings):
+    receiver = Receiver()
+    settings.PAGER_EVENTS_URL = receiver.url
+    settings.PAGER_ROUTING_KEYS = {"US": "routing-key-us", "EU": "routing-key-eu"}
+    yield receiver
+    receiver.stop()
