@@ -6,6 +6,7 @@ from django.contrib.auth.models import Group, Permission, User
 
 from notify.clock import system_clock
 from tests.conftest import T0
+from tests.runbook.pager_receiver import pager_receiver  # noqa: F401 (a fixture for the paging tests)
 
 
 def _user(username: str, *groups: str, permissions: tuple[str, ...] = ()) -> User:

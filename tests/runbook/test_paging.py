@@ -11,7 +11,6 @@ from runbook.models import Page, PageMode
 from tests.concurrency import race
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event
 from tests.runbook.events import event_in, observe
-from tests.runbook.pager_receiver import pager_receiver  # noqa: F401 (fixture)
 
 # The factory policy: page margin 30 s; remaining steps cost 9 s from the SMS states, 7 s after
 # a failed SMS, 6 s once the email is claimed, 3 s for an SMS with no fallback behind it.
