@@ -3,13 +3,14 @@
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 
 class Receiver:
     def __init__(self) -> None:
-        self.messages: list[dict[str, object]] = []
+        self.messages: list[dict[str, Any]] = []
         self.status = 202
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v2/enqueue"
