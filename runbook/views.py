@@ -1,9 +1,10 @@
 """The console's pages. Each renders one template; an htmx refresh gets only its live partial."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import Count, QuerySet
+from django.db.models import Avg, Count, Q, QuerySet
+from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
@@ -17,7 +18,7 @@ from policies.models import PolicyVersion
 from runbook import audit, status, timeline
 from runbook.access import ConsoleRequest, requires
 from runbook.forms import NoteForm
-from runbook.models import AuditAction, AuditEntry
+from runbook.models import AuditAction, AuditEntry, Page, PageMode
 
 PAGE_SIZE = 50
 # The event page shows this many of the newest observations; a runaway event (a provider
@@ -162,6 +163,7 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
         "may_release": may_act and described.owner.holder != "" and described.owner.stuck,
         "may_claim": may_act and described.fallback.claimable_now,
         "may_view_raw": user.has_perm("runbook.view_raw_status"),
+        "page": Page.objects.filter(event=event).first(),
         "note_form": NoteForm(),
         # The runbook panel sits outside the refreshed part (an open panel must stay open);
         # a refresh says so when the situation it describes has changed.
@@ -198,6 +200,37 @@ def follow_ups(request: ConsoleRequest) -> HttpResponse:
         "next_page": page + 1 if len(marks) > FOLLOW_UP_PAGE_SIZE else None,
     }
     return render(request, "runbook/follow_ups.html", context)
+
+
+REVIEW_DAYS = 14
+
+
+@requires("runbook.view_console")
+def page_review(request: ConsoleRequest) -> HttpResponse:
+    """Would-have-paged (observe) and paged events by region and day, to review the threshold.
+
+    Before a region's policy switches from observe to page, this is the evidence: how many
+    pages the margin would have sent, for which states, with how much budget left.
+    """
+    since = system_clock.now() - timedelta(days=REVIEW_DAYS)
+    recent = Page.objects.filter(opened_at__gte=since)  # page_opened_idx
+    days = (
+        recent.annotate(day=TruncDate("opened_at"))
+        .values("day", "region")
+        .annotate(
+            observed=Count("pk", filter=Q(mode=PageMode.OBSERVE)),
+            paged=Count("pk", filter=Q(mode=PageMode.PAGE)),
+            delivered=Count("pk", filter=Q(mode=PageMode.PAGE, trigger_sent_at__isnull=False)),
+            mean_budget=Avg("budget_seconds"),
+        )
+        .order_by("-day", "region")
+    )
+    context = {
+        "days": list(days),
+        "review_days": REVIEW_DAYS,
+        "latest": recent.order_by("-opened_at", "-id")[:50],
+    }
+    return render(request, "runbook/page_review.html", context)
 
 
 @requires("runbook.view_raw_status")

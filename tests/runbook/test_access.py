@@ -6,7 +6,7 @@ from django.urls import reverse
 from runbook.models import AuditAction, AuditEntry
 from tests.factories import new_event
 
-PAGES = ["runbook:events", "runbook:follow-ups", "runbook:event", "runbook:raw-statuses"]
+PAGES = ["runbook:events", "runbook:follow-ups", "runbook:page-review", "runbook:event", "runbook:raw-statuses"]
 ACTIONS = ["runbook:release-lease", "runbook:claim-fallback", "runbook:follow-up"]
 
 
@@ -16,7 +16,8 @@ def event(clock, policy):
 
 
 def _url(name, event):
-    return reverse(name) if name in ("runbook:events", "runbook:follow-ups") else reverse(name, args=[event.id])
+    per_event = {"runbook:event", "runbook:raw-statuses", *ACTIONS}
+    return reverse(name, args=[event.id]) if name in per_event else reverse(name)
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -57,7 +58,7 @@ def test_it_refuses_an_account_without_a_console_role(console, outsider, event, 
     assert response.status_code == 403
 
 
-@pytest.mark.parametrize("name", ["runbook:events", "runbook:event", "runbook:follow-ups"])
+@pytest.mark.parametrize("name", ["runbook:events", "runbook:event", "runbook:follow-ups", "runbook:page-review"])
 def test_viewers_and_responders_can_read_the_console(console, viewer, responder, event, name):
     for user in (viewer, responder):
         assert console(user).get(_url(name, event)).status_code == 200

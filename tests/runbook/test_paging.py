@@ -171,3 +171,36 @@ def test_the_page_carries_no_personal_data(paging_policy, clock, pager_receiver)
     sent = json.dumps(pager_receiver.messages)
     for canary in (CANARY_PHONE, CANARY_PHONE[2:], CANARY_EMAIL, CANARY_RESET_URL, "canary-token"):
         assert canary not in sent
+
+
+def test_the_review_counts_observed_and_paged_events_by_region_and_day(console, viewer, clock, pager_receiver):
+    from django.urls import reverse
+
+    PolicyVersionFactory.create(region="US", alert_mode="page")
+    PolicyVersionFactory.create(region="EU", allowed_sms_country_codes=[44])  # observe
+    for _ in range(2):
+        event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
+    clock.advance(600 - 9 - 10)
+    risk.evaluate(clock.now())
+    pager.deliver_due(clock.now())
+
+    response = console(viewer).get(reverse("runbook:page-review"))
+    rows = {(day["region"], day["observed"], day["paged"], day["delivered"]) for day in response.context["days"]}
+    assert rows == {("US", 0, 2, 2), ("EU", 1, 0, 0)}
+    assert len(response.context["latest"]) == 3
+    body = response.content.decode()
+    assert 'data-region="EU" data-day="2026-01-01"' in body
+    assert "not sent (observe)" in body
+
+
+def test_the_event_page_says_whether_the_event_was_paged(console, viewer, paging_policy, clock, pager_receiver):
+    from django.urls import reverse
+
+    event = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    url = reverse("runbook:event", args=[event.id])
+    assert "<dd data-page>none</dd>" in console(viewer).get(url).content.decode()
+    clock.advance(600 - 9 - 10)
+    risk.evaluate(clock.now())
+    pager.deliver_due(clock.now())
+    assert "paged at 12:09:41 UTC, delivered" in console(viewer).get(url).content.decode()
