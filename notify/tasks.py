@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from kombu.exceptions import OperationalError
 
-from notify import retention, sweeper, worker
+from notify import retention, sweeper, tallies, worker
 from notify.clock import system_clock
 from notify.models import Event
 from notify.transports import configured
@@ -65,15 +65,24 @@ def send(event_id: str, *, countdown: float = 0.0) -> None:
 @shared_task(name="notify.sweep")
 def sweep() -> dict[str, int]:
     """Expire or re-enqueue due events whose wake-up was lost (run by beat)."""
+    now = system_clock.now()
     swept = sweeper.sweep(
-        system_clock.now(),
+        now,
         enqueue=send,  # the sweeper marked them woken itself
         batch=settings.NOTIFY_SWEEP_BATCH,
         redeliver_after=settings.NOTIFY_SWEEP_REDELIVER_AFTER,
     )
+    # The heartbeat an alert watches: a sweeper that stopped is found by its silence.
+    tallies.set_value(tallies.SWEEPER_LAST_RUN, now.timestamp())
     if swept.enqueued or swept.expired:
         log.info("sweep", extra=dataclasses.asdict(swept))
     return dataclasses.asdict(swept)
+
+
+@shared_task(name="notify.roll_up_metrics")
+def roll_up_metrics() -> dict[str, int]:
+    """Count what the history gained since the last roll-up, for /metrics."""
+    return dataclasses.asdict(tallies.roll_up(system_clock.now()))
 
 
 @shared_task(name="notify.purge_retained_data")

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
-from notify import machine, rows
+from notify import machine, rows, tallies
 from notify.models import Claim, Event, claim_key
 from notify.states import Cause, Channel, ClaimState, Normalized, Source, State
 
@@ -173,7 +173,11 @@ def claim_email_fallback(
             return None
         return _Change(State.EMAIL_CLAIMED, cause, claimed_channel=Channel.EMAIL)
 
-    return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
+    outcome = _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
+    if not outcome.applied and Channel.EMAIL in outcome.after.claims:
+        # Someone asked for a second email claim (a racing worker or responder): refused.
+        tallies.add_for_event(tallies.SUPPRESSED_DUPLICATE_CLAIMS, event_id, Channel.EMAIL)
+    return outcome
 
 
 def expire(
@@ -420,6 +424,8 @@ def begin_submit(
             updated_at=now,
         )
         if updated != 1:
+            # The claim is already being submitted (or settled): a second submit is refused.
+            tallies.add_for_event(tallies.SUPPRESSED_DUPLICATE_CLAIMS, event_id, channel)
             return None
         schedule = {"next_action": decision.action, "next_action_at": decision.due_at, "act_by": decision.act_by}
         if hold is not None:

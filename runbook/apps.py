@@ -18,3 +18,20 @@ class RunbookConfig(AppConfig):
         # After every migrate (and every test-database flush), after auth has created this
         # app's permissions: the role groups exist with exactly their permissions.
         post_migrate.connect(_create_roles, sender=self)
+        _register_metrics()
+
+
+_registered = False
+
+
+def _register_metrics() -> None:
+    """Add the domain's metrics to the registry ``/metrics`` serves (read only when scraped)."""
+    global _registered
+    if _registered:
+        return
+    from prometheus_client import REGISTRY
+
+    from runbook.metrics import DeliveryCollector
+
+    REGISTRY.register(DeliveryCollector())
+    _registered = True

@@ -2,7 +2,19 @@ from notify.models.claim import Claim, claim_key
 from notify.models.event import Event, new_event_id
 from notify.models.observation import Observation
 from notify.models.service_token import ServiceToken
+from notify.models.tally import Tally, TallyWatermark
 from notify.models.transition import Transition
 from notify.models.vault import VaultEntry
 
-__all__ = ["Claim", "Event", "Observation", "ServiceToken", "Transition", "VaultEntry", "claim_key", "new_event_id"]
+__all__ = [
+    "Claim",
+    "Event",
+    "Observation",
+    "ServiceToken",
+    "Tally",
+    "TallyWatermark",
+    "Transition",
+    "VaultEntry",
+    "claim_key",
+    "new_event_id",
+]

@@ -26,7 +26,7 @@ def scripted_event(
     email = f"subscriber.{phone[1:]}@example.org"
     if smtp is not None:
         simulator.control.script_email(email, smtp=list(smtp))
-    return new_event(clock.now(), phone=phone, email=email, **fields)
+    return new_event(clock.now(), phone=phone, **{"email": email, **fields})
 
 
 def step(event_id, transports, clock, *, owner="worker-1", **options):

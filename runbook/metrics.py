@@ -1,0 +1,184 @@
+"""The domain's Prometheus metrics, read from the database when ``/metrics`` is scraped.
+
+The worker runs in other processes, often on other hosts, than the web server that
+serves ``/metrics``; counters in one process's memory would miss their work (and the
+client library's multiprocess mode only shares files between processes of one host).
+So every value here comes from the database: gauges from the open events themselves
+(small partial indexes), counters and histograms from ``notify.Tally`` rows that the
+roll-up task and the workers keep, and page counts from the ``Page`` rows. Labels are
+regions, states, channels and modes: never an event id.
+"""
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db import DatabaseError
+from django.db.models import Count, Min, Q
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from notify import tallies
+from notify.clock import system_clock
+from notify.models import Event, Tally
+from runbook import risk, status
+from runbook.models import Page, PageMode
+
+log = logging.getLogger("runbook.metrics")
+PREFIX = "reset_delivery"
+
+# Tallies exposed as counters: (tally name, metric help, the label the tally's label becomes).
+COUNTERS = [
+    (tallies.SUPPRESSED_DUPLICATE_CLAIMS, "Second claims or submits of a channel refused by the guards.", "channel"),
+    (tallies.EXPIRED_WITHOUT_OUTCOME, "Events that expired with no channel at a final outcome.", None),
+    (tallies.LATE_SMS_AFTER_FALLBACK, "SMS deliveries reported after the email fallback was claimed.", None),
+]
+HISTOGRAMS = [
+    (tallies.SMS_TERMINAL_SECONDS, "Seconds from the SMS intent to its first terminal observation."),
+    (tallies.CLAIM_REMAINING_SECONDS, "Reset lifetime left, in seconds, when the email fallback was claimed."),
+]
+TIMESTAMPS = [
+    (tallies.SWEEPER_LAST_RUN, "When the sweeper last ran (Unix time)."),
+    (tallies.ROLLUP_LAST_RUN, "When the metrics roll-up last ran (Unix time)."),
+]
+
+
+class DeliveryCollector(Collector):
+    def describe(self) -> Iterator[Metric]:
+        """The metric names, without touching the database (the registry asks at registration)."""
+        yield GaugeMetricFamily(f"{PREFIX}_metrics_database_up", "")
+        for name in ("open_events", "oldest_state_age_seconds", "smallest_budget_seconds", "events_at_risk"):
+            yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
+        yield GaugeMetricFamily(f"{PREFIX}_overdue_events", "")
+        for name, _, _ in COUNTERS:
+            yield CounterMetricFamily(f"{PREFIX}_{name.removesuffix('_total')}", "")
+        for name, _ in HISTOGRAMS:
+            yield HistogramMetricFamily(f"{PREFIX}_{name}", "")
+        for name, _ in TIMESTAMPS:
+            yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
+        yield CounterMetricFamily(f"{PREFIX}_pages_sent", "")
+        yield CounterMetricFamily(f"{PREFIX}_pages_observed", "")
+
+    def collect(self) -> Iterator[Metric]:
+        healthy = GaugeMetricFamily(f"{PREFIX}_metrics_database_up", "1 if the metrics could be read.")
+        try:
+            metrics = list(self._collect(system_clock.now()))
+        except DatabaseError:
+            log.exception("metrics_unavailable")
+            healthy.add_metric([], 0)
+            yield healthy
+            return
+        healthy.add_metric([], 1)
+        yield healthy
+        yield from metrics
+
+    def _collect(self, now: datetime) -> Iterator[Metric]:
+        yield from _open_event_gauges(now)
+        yield _at_risk(now)
+        yield _overdue(now)
+        rows = list(Tally.objects.values_list("name", "region", "label", "value"))
+        yield from _counters(rows)
+        yield from _histograms(rows)
+        yield from _timestamps(rows)
+        yield from _page_counters()
+
+
+def _open_event_gauges(now: datetime) -> Iterator[Metric]:
+    # Open events only (act_by set): the partial indexes on open events serve this.
+    by_state = (
+        Event.objects.filter(act_by__isnull=False)
+        .values("region", "state")
+        .annotate(n=Count("*"), oldest=Min("state_entered_at"), tightest=Min("act_by"))
+        .order_by()
+    )
+    labels = ["region", "state"]
+    open_events = GaugeMetricFamily(f"{PREFIX}_open_events", "Open events.", labels=labels)
+    age = GaugeMetricFamily(
+        f"{PREFIX}_oldest_state_age_seconds", "Longest time an open event has been in its state.", labels=labels
+    )
+    budget = GaugeMetricFamily(
+        f"{PREFIX}_smallest_budget_seconds", "Least action budget (act_by - now) of an open event.", labels=labels
+    )
+    for row in by_state:
+        values = [row["region"], row["state"]]
+        open_events.add_metric(values, row["n"])
+        age.add_metric(values, (now - row["oldest"]).total_seconds())
+        budget.add_metric(values, (row["tightest"] - now).total_seconds())
+    yield from (open_events, age, budget)
+
+
+def _at_risk(now: datetime) -> Metric:
+    gauge = GaugeMetricFamily(
+        f"{PREFIX}_events_at_risk",
+        "Pageable events whose action budget is within their policy's page margin.",
+        labels=["region", "mode"],
+    )
+    pageable = risk.at_risk_events(now).filter(expires_at__gt=now).exclude(next_action="expire")
+    for row in pageable.values("region", "policy__alert_mode").annotate(n=Count("*")).order_by():
+        gauge.add_metric([row["region"], row["policy__alert_mode"]], row["n"])
+    return gauge
+
+
+def _overdue(now: datetime) -> Metric:
+    gauge = GaugeMetricFamily(
+        f"{PREFIX}_overdue_events",
+        "Open events whose next step is overdue by more than the sweeper should ever allow.",
+        labels=["region"],
+    )
+    late = Event.objects.filter(next_action_at__lt=now - status.stuck_after())  # event_open_due_idx
+    for row in late.values("region").annotate(n=Count("*")).order_by():
+        gauge.add_metric([row["region"]], row["n"])
+    return gauge
+
+
+def _counters(rows: list[tuple[str, str, str, float]]) -> Iterator[Metric]:
+    for name, help_text, label in COUNTERS:
+        counter = CounterMetricFamily(
+            f"{PREFIX}_{name.removesuffix('_total')}", help_text, labels=["region"] + ([label] if label else [])
+        )
+        for tally, region, tally_label, value in rows:
+            if tally == name:
+                counter.add_metric([region] + ([tally_label] if label else []), value)
+        yield counter
+
+
+def _histograms(rows: list[tuple[str, str, str, float]]) -> Iterator[Metric]:
+    for name, help_text in HISTOGRAMS:
+        histogram = HistogramMetricFamily(f"{PREFIX}_{name}", help_text, labels=["region"])
+        by_region: dict[str, dict[str, float]] = {}
+        for tally, region, label, value in rows:
+            if tally == name:
+                by_region.setdefault(region, {})[label] = value
+        for region, values in sorted(by_region.items()):
+            # Stored per bucket; Prometheus wants each bucket to include the ones below it.
+            cumulative, buckets = 0.0, []
+            for le in [*tallies.BUCKETS[name], float("inf")]:
+                cumulative += values.get(tallies.bucket_label(le), 0.0)
+                # "le" as Prometheus writes it: 300.0, +Inf.
+                buckets.append(("+Inf" if le == float("inf") else repr(float(le)), cumulative))
+            histogram.add_metric([region], buckets, sum_value=values.get("sum", 0.0))
+        yield histogram
+
+
+def _timestamps(rows: list[tuple[str, str, str, float]]) -> Iterator[Metric]:
+    for name, help_text in TIMESTAMPS:
+        gauge = GaugeMetricFamily(f"{PREFIX}_{name}", help_text)
+        for tally, _, _, value in rows:
+            if tally == name:
+                gauge.add_metric([], value)
+        yield gauge
+
+
+def _page_counters() -> Iterator[Metric]:
+    sent = CounterMetricFamily(f"{PREFIX}_pages_sent", "Pages delivered to the pager.", labels=["region"])
+    observed = CounterMetricFamily(
+        f"{PREFIX}_pages_observed", "Would-have-paged events recorded in observe mode.", labels=["region"]
+    )
+    counts = Page.objects.values("region").annotate(
+        sent=Count("pk", filter=Q(mode=PageMode.PAGE, trigger_sent_at__isnull=False)),
+        observed=Count("pk", filter=Q(mode=PageMode.OBSERVE)),
+    )
+    for row in counts.order_by():
+        sent.add_metric([row["region"]], row["sent"])
+        observed.add_metric([row["region"]], row["observed"])
+    yield from (sent, observed)
