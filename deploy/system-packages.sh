@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs, if any is missing:
-# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded).
+# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded) and
+# prometheus (for promtool, which tests the shipped alert rules).
 set -euo pipefail
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
