@@ -1,12 +1,15 @@
 """Events flow end to end through real processes: Celery workers on Redis and PostgreSQL,
 the provider simulator, signed callbacks into the live web server."""
 
+import urllib.request
 from datetime import timedelta
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from notify import tasks
-from notify.models import Event, Observation, Transition
+from notify import tallies, tasks
+from notify.clock import system_clock
+from notify.models import Event, Observation, Tally, Transition
 from notify.states import Cause, Channel, Normalized, State
 from policies.models import ChannelPlan
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event
@@ -46,8 +49,6 @@ def scripted(
     simulator.control.script_sms(phone, create=list(create), statuses=[list(s) for s in statuses], callbacks=callbacks)
     if smtp:
         simulator.control.script_email(email, smtp=list(smtp))
-    from notify.clock import system_clock
-
     event = new_event(system_clock.now(), phone=phone, email=email, region=region, ttl=seconds(ttl), **destination)
     tasks.wake(event.id)
     return event
@@ -107,6 +108,38 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
     for canary in (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL):
         assert canary not in worker.log_text()
         assert canary not in simulator.log_text()
+
+
+def test_metrics_served_by_the_web_process_count_the_worker_processes_work(simulator, start_worker, live_server):
+    fast_policy()
+    fast_policy(region="EU", channel_plan=ChannelPlan.SMS_ONLY)
+    start_worker(beat=True)
+    events = [
+        scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.5)]),
+        scripted(simulator, statuses=[("sent", 0.2), ("undelivered", 0.5)]),
+        scripted(simulator, region="EU", ttl=6, statuses=[("sent", 0.2)]),
+    ]
+    settled(*events)
+    wait_for(
+        lambda: Tally.objects.filter(name=tallies.SWEEPER_LAST_RUN).exists(),
+        timeout=20,
+        message="the beat's sweeper to report in",
+    )
+    # What the beat's roll-up will count once the rows have settled, counted now.
+    tallies.roll_up(system_clock.now() + tallies.SETTLE + timedelta(seconds=1))
+
+    with urllib.request.urlopen(f"{live_server.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    us, eu = (("region", "US"),), (("region", "EU"),)
+    assert samples[("reset_delivery_sms_terminal_seconds_count", us)] == 2
+    assert samples[("reset_delivery_fallback_claim_remaining_lifetime_seconds_count", us)] == 1
+    assert samples[("reset_delivery_expired_without_outcome_total", eu)] == 1
+    assert samples[("reset_delivery_sweeper_last_run_timestamp_seconds", ())] > 0
 
 
 def test_a_worker_killed_mid_submit_is_recovered_by_another_without_a_second_sms(simulator, start_worker):
