@@ -45,7 +45,7 @@ test-postgres: $(STAMP)
 # PostgreSQL-only concurrency proofs), in a scratch var/ so it never touches the demo's.
 test-sqlite: $(STAMP)
 	rm -rf var/test-sqlite
-	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies
+	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies tests/runbook
 
 test: system-packages lint typecheck test-postgres test-sqlite
 

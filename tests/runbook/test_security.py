@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.staticfiles import finders
 from django.urls import reverse
 
@@ -65,7 +66,7 @@ def _deploy_check(**overrides: str) -> subprocess.CompletedProcess[str]:
         "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/reset_delivery",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
         "DJANGO_ALLOWED_HOSTS": "reset.example.org",
-        "NOTIFY_VAULT_KEYS": os.environ.get("NOTIFY_VAULT_KEYS", ""),
+        "NOTIFY_VAULT_KEYS": Fernet.generate_key().decode(),
         "NOTIFY_RECIPIENT_PEPPER": "deploy-check-pepper",
         "TWILIO_ACCOUNT_SID": "AC" + "0" * 32,
         "TWILIO_AUTH_TOKEN": "deploy-check-token",
