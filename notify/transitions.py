@@ -75,7 +75,7 @@ class TransitionRaceError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class _Change:
+class Change:
     """A transition to attempt, and the channel it claims, if any."""
 
     to_state: State
@@ -85,7 +85,73 @@ class _Change:
 
 # What an operation wants, given the event as it is now: a change to attempt, or
 # None for "nothing the table allows; keep the evidence only".
-_Plan = Callable[[rows.Loaded], _Change | None]
+_Plan = Callable[[rows.Loaded], Change | None]
+
+
+# What each operation asks of the table. Pure: the writer below and the replay tool
+# (runbook/replay) both decide with these, so a replayed event moves exactly as a live one.
+
+
+def observation_change(loaded: rows.Loaded, observation: ObservationInput) -> Change | None:
+    """The transition an observation asks for, if the table allows it from the event's state."""
+    target = machine.observation_target(observation.channel, observation.normalized)
+    event = loaded.event
+    if target is None or target not in machine.allowed_targets(State(event.state), event.fallback_available):
+        return None
+    return Change(target, Cause.OBSERVATION)
+
+
+def fallback_change(loaded: rows.Loaded, now: datetime, cause: Cause) -> Change | None:
+    """The email claim, if the table allows it now (DESIGN rule 4)."""
+    if not machine.may_claim_fallback(loaded.event, loaded.policy, now):
+        return None
+    return Change(State.EMAIL_CLAIMED, cause, claimed_channel=Channel.EMAIL)
+
+
+def expiry_change(loaded: rows.Loaded, now: datetime) -> Change | None:
+    """Expiry, once the reset's lifetime is over and the event is not terminal."""
+    event = loaded.event
+    allowed = machine.allowed_targets(State(event.state), event.fallback_available)
+    if now < event.expires_at or State.EXPIRED not in allowed:
+        return None
+    return Change(State.EXPIRED, Cause.DEADLINE)
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """The event after one change and/or observation, before anything is written."""
+
+    after: rows.Loaded
+    decision: machine.Decision
+    claim_move: rows.ClaimMove | None
+
+
+def advance(
+    loaded: rows.Loaded, change: Change | None, observation: ObservationInput | None, now: datetime
+) -> Advanced:
+    """Apply a change and an observation to the event in memory, and decide what is next."""
+    after = loaded.event
+    claims: dict[Channel, machine.ClaimSnapshot] = dict(loaded.claims)
+    version = loaded.version
+    if change is not None:
+        version += 1
+        after = dataclasses.replace(after, state=change.to_state, state_entered_at=now)
+        if change.claimed_channel is not None:
+            claims[change.claimed_channel] = machine.NEW_CLAIM
+    claim_move = None
+    if observation is not None:
+        if observation.normalized != Normalized.NOTE:
+            # An operator's note says nothing about the provider: it must not push back
+            # the next poll, which counts from the last real observation.
+            after = dataclasses.replace(after, last_observation_at=now)
+        claim_move = _claim_move(loaded, observation, now)
+        if claim_move is not None:
+            claims[observation.channel] = machine.ClaimSnapshot(
+                str(claim_move.fields["state"]),
+                claim_move.fields.get("next_attempt_at"),  # type: ignore[arg-type]
+            )
+    decision = machine.decide(after, claims, loaded.policy, now)
+    return Advanced(rows.Loaded(after, version, loaded.lease_token, loaded.policy, claims), decision, claim_move)
 
 
 def record_observation(
@@ -103,13 +169,9 @@ def record_observation(
     nothing; the channel's claim still records what the provider said (a late SMS
     delivery after the fallback is a fact worth counting).
     """
-    target = machine.observation_target(observation.channel, observation.normalized)
 
-    def plan(loaded: rows.Loaded) -> _Change | None:
-        event = loaded.event
-        if target is None or target not in machine.allowed_targets(State(event.state), event.fallback_available):
-            return None
-        return _Change(target, Cause.OBSERVATION)
+    def plan(loaded: rows.Loaded) -> Change | None:
+        return observation_change(loaded, observation)
 
     return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation)
 
@@ -166,12 +228,10 @@ def claim_email_fallback(
     moved since, nothing is claimed and they decide again from what it now is.
     """
 
-    def plan(loaded: rows.Loaded) -> _Change | None:
+    def plan(loaded: rows.Loaded) -> Change | None:
         if seen_version is not None and loaded.version != seen_version:
             return None
-        if not machine.may_claim_fallback(loaded.event, loaded.policy, now):
-            return None
-        return _Change(State.EMAIL_CLAIMED, cause, claimed_channel=Channel.EMAIL)
+        return fallback_change(loaded, now, cause)
 
     outcome = _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
     if not outcome.applied and Channel.EMAIL in outcome.after.claims:
@@ -185,12 +245,8 @@ def expire(
 ) -> Outcome:
     """Move a non-terminal event past its ``expires_at`` to ``expired``."""
 
-    def plan(loaded: rows.Loaded) -> _Change | None:
-        event = loaded.event
-        allowed = machine.allowed_targets(State(event.state), event.fallback_available)
-        if now < event.expires_at or State.EXPIRED not in allowed:
-            return None
-        return _Change(State.EXPIRED, Cause.DEADLINE)
+    def plan(loaded: rows.Loaded) -> Change | None:
+        return expiry_change(loaded, now)
 
     return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
 
@@ -255,7 +311,7 @@ def _apply(
 def _write(
     event_id: str,
     loaded: rows.Loaded,
-    change: _Change | None,
+    change: Change | None,
     *,
     now: datetime,
     actor: str,
@@ -264,40 +320,23 @@ def _write(
 ) -> tuple[rows.Write, rows.Loaded]:
     """Describe what one attempt writes (the event's state and schedule, and the rows that
     hang on it) and the event as it will be once that lands."""
-    after = loaded.event
-    claims: dict[Channel, machine.ClaimSnapshot] = dict(loaded.claims)
-    version = loaded.version
+    advanced = advance(loaded, change, observation, now)
+    after, decision = advanced.after, advanced.decision
     fields: dict[str, object] = {}
     transition = None
     if change is not None:
-        version += 1
-        after = dataclasses.replace(after, state=change.to_state, state_entered_at=now)
-        fields |= {"state": change.to_state.value, "version": version, "state_entered_at": now}
-        if change.claimed_channel is not None:
-            claims[change.claimed_channel] = machine.NEW_CLAIM
+        fields |= {"state": change.to_state.value, "version": after.version, "state_entered_at": now}
         transition = {
             "event_id": event_id,
             "from_state": loaded.event.state,
             "to_state": change.to_state.value,
-            "version": version,
+            "version": after.version,
             "cause": change.cause.value,
             "actor": actor,
             "at": now,
         }
-    claim_move = None
-    if observation is not None:
-        if observation.normalized != Normalized.NOTE:
-            # An operator's note says nothing about the provider: it must not push back
-            # the next poll, which counts from the last real observation.
-            after = dataclasses.replace(after, last_observation_at=now)
-            fields["last_observation_at"] = now
-        claim_move = _claim_move(loaded, observation, now)
-        if claim_move is not None:
-            claims[observation.channel] = machine.ClaimSnapshot(
-                str(claim_move.fields["state"]),
-                claim_move.fields.get("next_attempt_at"),  # type: ignore[arg-type]
-            )
-    decision = machine.decide(after, claims, loaded.policy, now)
+    if after.event.last_observation_at != loaded.event.last_observation_at:
+        fields["last_observation_at"] = now
     fields |= {"next_action": decision.action.value, "next_action_at": decision.due_at, "act_by": decision.act_by}
     write = rows.Write(
         event_id=event_id,
@@ -315,9 +354,9 @@ def _write(
             if change is not None and change.claimed_channel is not None
             else None
         ),
-        claim_move=claim_move,
+        claim_move=advanced.claim_move,
     )
-    return write, rows.Loaded(after, version, loaded.lease_token, loaded.policy, claims)
+    return write, after
 
 
 def _claim_row(event_id: str, channel: Channel, now: datetime) -> dict[str, object]:
