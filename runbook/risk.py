@@ -8,6 +8,7 @@ failure with plenty of budget left is not at risk: the fallback is routine.
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Max, QuerySet, Value
@@ -38,7 +39,18 @@ def at_risk_events(now: datetime) -> QuerySet[Event]:
     return Event.objects.filter(act_by__isnull=False, act_by__lt=now + widest).filter(act_by__lt=own_margin)
 
 
-def pageable(event: Event, now: datetime) -> bool:
+class Scheduled(Protocol):
+    """What the evaluator reads off an event row (or a replayed event): its stored schedule."""
+
+    @property
+    def act_by(self) -> datetime | None: ...
+    @property
+    def expires_at(self) -> datetime: ...
+    @property
+    def next_action(self) -> str: ...
+
+
+def pageable(event: Scheduled, now: datetime) -> bool:
     """Whether someone could still act: a step remains before the reset expires."""
     return event.act_by is not None and now < event.expires_at and event.next_action != NextAction.EXPIRE
 

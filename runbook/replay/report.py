@@ -1,0 +1,203 @@
+"""Counting replayed outcomes per region and candidate, and writing them out: table, report, plots."""
+
+import csv
+import re
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy
+
+from runbook.replay.simulate import Outcome
+
+SUMMARY_COLUMNS = [
+    "region",
+    "field",
+    "value",
+    "events",
+    "extra_messages",
+    "useless_fallbacks",
+    "expired_without_outcome",
+    "would_page",
+    "pages_without_action",
+    "claim_remaining_p5_s",
+    "claim_remaining_p50_s",
+    "claim_remaining_p95_s",
+]
+COUNTED = ["extra_messages", "useless_fallbacks", "expired_without_outcome", "would_page", "pages_without_action"]
+_TARGET = re.compile(r"^(?P<metric>[a-z_]+)\s*<=\s*(?P<limit>[0-9.]+)(?P<percent>%?)$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    field: str  # "baseline" when nothing is varied
+    value: str  # as given on the command line (seconds for durations)
+
+
+@dataclass
+class Counts:
+    events: int = 0
+    extra_messages: int = 0
+    useless_fallbacks: int = 0
+    expired_without_outcome: int = 0
+    would_page: int = 0
+    pages_without_action: int = 0
+    claim_remaining: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+
+    def add(self, outcome: Outcome) -> None:
+        self.events += 1
+        self.extra_messages += outcome.extra_message
+        self.useless_fallbacks += outcome.useless_fallback
+        self.expired_without_outcome += outcome.expired_without_outcome
+        self.would_page += outcome.paged
+        self.pages_without_action += outcome.page_without_action
+        if outcome.claim_remaining_s is not None:
+            self.claim_remaining.append(outcome.claim_remaining_s)
+
+    def percentiles(self) -> tuple[float, float, float] | None:
+        if not self.claim_remaining:
+            return None
+        p5, p50, p95 = numpy.percentile(numpy.frombuffer(self.claim_remaining), [5, 50, 95])
+        return float(p5), float(p50), float(p95)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A limit a candidate must meet: a count, or a share of the region's events (``1%``)."""
+
+    metric: str
+    limit: float
+    percent: bool
+
+    @classmethod
+    def parse(cls, text: str) -> "Target":
+        match = _TARGET.match(text.strip())
+        if match is None or match["metric"] not in COUNTED:
+            raise ValueError(f"target {text!r}: use METRIC<=N or METRIC<=N%, METRIC one of {', '.join(COUNTED)}")
+        return cls(match["metric"], float(match["limit"]), bool(match["percent"]))
+
+    def met(self, counts: Counts) -> bool:
+        value = getattr(counts, self.metric)
+        if self.percent:
+            return counts.events > 0 and 100 * value / counts.events <= self.limit
+        return bool(value <= self.limit)
+
+    def __str__(self) -> str:
+        return f"{self.metric} <= {self.limit:g}{'%' if self.percent else ''}"
+
+
+Results = dict[str, dict[Candidate, Counts]]  # region -> candidate -> counts
+
+
+def write_summary(path: Path, results: Results) -> None:
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(SUMMARY_COLUMNS)
+        for region, candidates in sorted(results.items()):
+            for candidate, counts in candidates.items():
+                quantiles = counts.percentiles()
+                spread = [f"{q:.1f}" for q in quantiles] if quantiles else ["", "", ""]
+                counted = [getattr(counts, name) for name in COUNTED]
+                writer.writerow([region, candidate.field, candidate.value, counts.events, *counted, *spread])
+
+
+def write_plots(directory: Path, results: Results) -> list[str]:
+    """The trade-off curve and the remaining-lifetime distributions, one panel per region."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    regions = sorted(results)
+    figure, axes = pyplot.subplots(1, len(regions), figsize=(6 * len(regions), 4.5), squeeze=False)
+    for axis, region in zip(axes[0], regions, strict=True):
+        candidates = list(results[region].items())
+        useless = [_rate(counts.useless_fallbacks, counts) for _, counts in candidates]
+        extra = [_rate(counts.extra_messages, counts) for _, counts in candidates]
+        axis.plot(useless, extra, marker="o")
+        for (candidate, _), x, y in zip(candidates, useless, extra, strict=True):
+            axis.annotate(_label(candidate), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        axis.set_title(f"{region}: extra messages against useless fallbacks")
+        axis.set_xlabel("useless fallbacks (% of events)")
+        axis.set_ylabel("extra messages (% of events)")
+        axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(directory / "tradeoff.png", dpi=110)
+    pyplot.close(figure)
+
+    figure, axes = pyplot.subplots(1, len(regions), figsize=(6 * len(regions), 4.5), squeeze=False)
+    for axis, region in zip(axes[0], regions, strict=True):
+        candidates = list(results[region].items())
+        data = [_values(counts) for _, counts in candidates]
+        axis.boxplot(data, whis=(5, 95), showfliers=False)
+        axis.set_xticks(range(1, len(candidates) + 1), [_label(candidate) for candidate, _ in candidates], fontsize=8)
+        axis.set_title(f"{region}: reset lifetime left at the fallback claim")
+        axis.set_ylabel("seconds (box: p25-p75, whiskers: p5-p95)")
+        axis.grid(True, axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(directory / "remaining_lifetime.png", dpi=110)
+    pyplot.close(figure)
+    return ["tradeoff.png", "remaining_lifetime.png"]
+
+
+def write_report(path: Path, results: Results, *, source: str, baseline: str, targets: Sequence[Target]) -> None:
+    lines = [
+        "# Replay report",
+        "",
+        f"Timings: `{source}`. Baseline: {baseline}.",
+        "Each record ran through the worker's own decisions on a simulated clock, once per candidate.",
+        "",
+    ]
+    if targets:
+        wanted = "; ".join(str(target) for target in targets)
+        lines += [f"Targets: {wanted}. ✔ marks the candidates meeting all of them.", ""]
+    else:
+        lines += ["No targets were given (`--target`), so no candidate is marked: read the trade-off below.", ""]
+    for region, candidates in sorted(results.items()):
+        lines += [
+            f"## {region}",
+            "",
+            "| candidate | events | extra messages | useless fallbacks | expired without outcome | would page "
+            "| pages without action | lifetime left at claim p5 / p50 / p95 (s) | meets targets |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for candidate, counts in candidates.items():
+            quantiles = counts.percentiles()
+            spread = " / ".join(f"{q:.0f}" for q in quantiles) if quantiles else "no claims"
+            meets = "✔" if targets and all(target.met(counts) for target in targets) else ""
+            lines.append(
+                f"| {_label(candidate)} | {counts.events} | {_share(counts.extra_messages, counts)} "
+                f"| {_share(counts.useless_fallbacks, counts)} | {_share(counts.expired_without_outcome, counts)} "
+                f"| {_share(counts.would_page, counts)} | {counts.pages_without_action} | {spread} | {meets} |"
+            )
+        lines.append("")
+    lines += [
+        "## Plots",
+        "",
+        "![Extra messages against useless fallbacks](tradeoff.png)",
+        "",
+        "![Reset lifetime left at the fallback claim](remaining_lifetime.png)",
+        "",
+        "Extra messages: the fallback went out and the SMS was delivered anyway (two valid messages). "
+        "Useless fallbacks: emails claimed with less lifetime left than the email step costs. "
+        "Pages without action must be zero: a page is only sent while a step remains.",
+        "",
+    ]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _values(counts: Counts) -> "numpy.typing.NDArray[numpy.float64]":
+    return numpy.frombuffer(counts.claim_remaining) if counts.claim_remaining else numpy.zeros(1)
+
+
+def _label(candidate: Candidate) -> str:
+    return "baseline" if candidate.field == "baseline" else f"{candidate.field}={candidate.value}"
+
+
+def _rate(value: int, counts: Counts) -> float:
+    return 100 * value / counts.events if counts.events else 0.0
+
+
+def _share(value: int, counts: Counts) -> str:
+    return f"{value} ({_rate(value, counts):.2f}%)"
