@@ -2,6 +2,7 @@
 
 import csv
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,12 @@ def regions(db):
 
 def generated(tmp_path: Path, count: int = 400, seed: int = 7) -> Path:
     path = tmp_path / f"timings-{seed}.csv"
-    call_command("generate_timings", count=count, seed=seed, out=path, stdout=open("/dev/null", "w"))
+    call_command("generate_timings", count=count, seed=seed, out=path, stdout=StringIO())
     return path
 
 
 def replay(path: Path, out: Path, *args: str) -> None:
-    call_command("replay", str(path), "--out", str(out), "--no-progress", *args, stdout=open("/dev/null", "w"))
+    call_command("replay", str(path), "--out", str(out), "--no-progress", *args, stdout=StringIO())
 
 
 def test_generated_timings_are_in_the_format_and_the_same_for_the_same_seed(tmp_path):

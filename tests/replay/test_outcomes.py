@@ -21,7 +21,8 @@ def test_a_prompt_delivery_ends_with_the_sms_alone(db):
     result = simulate(timing(terminal=5, outcome="delivered"), PolicyVersionFactory.build())
     assert result.states == ["sms_requested", "sms_pending", "sms_delivered"]
     assert result.claimed_at is None
-    assert not (result.extra_message or result.useless_fallback or result.paged)
+    assert not result.extra_message
+    assert not result.paged
 
 
 def test_no_receipt_claims_the_email_at_the_sms_budget_with_the_rest_of_the_lifetime_left(db):
