@@ -7,10 +7,10 @@ import django
 
 
 def main(selected: list[str]) -> None:
-    """Run every benchmark, or only those named on the command line (cas, api, console)."""
+    """Run every benchmark, or only those named on the command line (cas, api, console, replay)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from bench import api, cas, console, database, results
+    from bench import api, cas, console, database, replay, results
 
     def wanted(name: str) -> bool:
         return not selected or name in selected
@@ -35,6 +35,10 @@ def main(selected: list[str]) -> None:
         results.record("console_list_p99_ms", pages.listing.p99_ms, f"list {unit}", floor.p99_ms)
         results.record("console_event_p50_ms", pages.event.p50_ms, f"event page {unit}", floor.p50_ms)
         results.record("console_event_p99_ms", pages.event.p99_ms, f"event page {unit}", floor.p99_ms)
+    if wanted("replay"):
+        print("replay:")
+        rates = replay.run_bench()
+        results.record("replay_records_per_s", rates.replayed, "records/s replayed, one core", rates.read)
     results.print_table()
 
 
