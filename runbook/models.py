@@ -70,6 +70,8 @@ class Page(models.Model):
     budget_seconds = models.FloatField(help_text="Remaining action budget when it went at risk.")
     resolved_at = models.DateTimeField(null=True, blank=True, help_text="When the event reached a terminal state.")
     trigger_sent_at = models.DateTimeField(null=True, blank=True)
+    # A trigger attempt got no answer (timeout, connection lost): the pager may have it.
+    trigger_uncertain = models.BooleanField(default=False)
     resolve_sent_at = models.DateTimeField(null=True, blank=True)
     # When the next delivery is due; NULL when nothing is left to send (and always in observe mode).
     next_attempt_at = models.DateTimeField(null=True, blank=True)

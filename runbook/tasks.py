@@ -33,4 +33,4 @@ def _deliver_soon() -> None:
 @shared_task(name="runbook.deliver_pages")
 def deliver_pages() -> dict[str, int]:
     """Send the pages that are due (new, resolved, or waiting for a retry)."""
-    return pager.deliver_due(system_clock.now()).__dict__
+    return pager.deliver_due().__dict__

@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -12,6 +13,7 @@ class Receiver:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self.status = 202
+        self.delay = 0.0  # seconds before answering: longer than PAGER_TIMEOUT loses the answer
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v2/enqueue"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -23,6 +25,7 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(receiver.delay)
                 if receiver.status == 202:
                     receiver.messages.append(json.loads(body))
                 self.send_response(receiver.status)
@@ -37,6 +40,11 @@ class Receiver:
 
     def actions(self) -> list[tuple[str, str]]:
         return [(message["event_action"], message["dedup_key"]) for message in self.messages]
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -117,7 +117,7 @@ def test_pages_sent_and_observed_are_counted_per_region(client, clock, pager_rec
     event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
     clock.advance(600 - 9 - 10)
     risk.evaluate(clock.now())
-    pager.deliver_due(clock.now())
+    pager.deliver_due(clock)
 
     metrics = scrape(client)
 
