@@ -71,6 +71,19 @@ OBSERVATION_CLAIM_STATES: Mapping[tuple[Channel, Normalized], ClaimState] = {
 }
 
 
+# A channel has reached an outcome when its SMS was delivered or failed, or its email was
+# accepted by the relay (the last thing SMTP says) or failed. Used by the expiry counters
+# of the metrics roll-up and of replay alike.
+CHANNEL_OUTCOMES: Mapping[Channel, frozenset[ClaimState]] = {
+    Channel.SMS: frozenset({ClaimState.DELIVERED, ClaimState.FAILED}),
+    Channel.EMAIL: frozenset({ClaimState.ACCEPTED, ClaimState.DELIVERED, ClaimState.FAILED}),
+}
+
+
+def has_channel_outcome(claim_states: Mapping[Channel, str]) -> bool:
+    return any(state in CHANNEL_OUTCOMES[channel] for channel, state in claim_states.items())
+
+
 class Step(Enum):
     POLL = "poll_cost"
     SELECT = "select_cost"

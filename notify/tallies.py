@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from notify import machine
 from notify.models import Tally, TallyWatermark
 
 SUPPRESSED_DUPLICATE_CLAIMS = "suppressed_duplicate_claims_total"
@@ -39,11 +40,10 @@ BATCH = 5000
 # its id and hosts keep their clocks in sync, so half a minute is a wide margin.
 SETTLE = timedelta(seconds=30)
 _SMS_TERMINAL = ("delivered", "terminal_failure", "rejected")
-# A channel at a final outcome: the SMS delivered or failed; the email accepted by the relay
-# (the last thing SMTP tells us) or failed.
-_CHANNEL_OUTCOME = (
-    "(c.channel = 'sms' AND c.state IN ('delivered', 'failed'))"
-    " OR (c.channel = 'email' AND c.state IN ('accepted', 'delivered', 'failed'))"
+# machine.CHANNEL_OUTCOMES as SQL over a claim ``c`` (values from the enums, never from input).
+_CHANNEL_OUTCOME = " OR ".join(
+    f"(c.channel = '{channel.value}' AND c.state IN ({', '.join(repr(state.value) for state in sorted(states))}))"
+    for channel, states in machine.CHANNEL_OUTCOMES.items()
 )
 
 _UPSERT = """

@@ -113,8 +113,7 @@ def _at_risk(now: datetime) -> Metric:
         "Pageable events whose action budget is within their policy's page margin.",
         labels=["region", "mode"],
     )
-    pageable = risk.at_risk_events(now).filter(expires_at__gt=now).exclude(next_action="expire")
-    for row in pageable.values("region", "policy__alert_mode").annotate(n=Count("*")).order_by():
+    for row in risk.pageable_events(now).values("region", "policy__alert_mode").annotate(n=Count("*")).order_by():
         gauge.add_metric([row["region"], row["policy__alert_mode"]], row["n"])
     return gauge
 

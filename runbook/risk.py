@@ -51,8 +51,16 @@ class Scheduled(Protocol):
 
 
 def pageable(event: Scheduled, now: datetime) -> bool:
-    """Whether someone could still act: a step remains before the reset expires."""
+    """Whether someone could still act: a step remains before the reset expires.
+
+    ``pageable_events`` is the same test in SQL; the two are kept side by side on purpose.
+    """
     return event.act_by is not None and now < event.expires_at and event.next_action != NextAction.EXPIRE
+
+
+def pageable_events(now: datetime) -> QuerySet[Event]:
+    """The at-risk events ``pageable`` accepts, as one query (for counting them)."""
+    return at_risk_events(now).filter(expires_at__gt=now).exclude(next_action=NextAction.EXPIRE)
 
 
 def evaluate(now: datetime) -> Evaluation:

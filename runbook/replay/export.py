@@ -4,6 +4,7 @@ Read from claims and observations (no vault, no destinations). Events are read i
 chunks, one query per chunk for their observations, so a week of production streams.
 """
 
+import random
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
@@ -18,7 +19,18 @@ _SMS_TERMINAL = {"delivered": "delivered", "terminal_failure": "failed", "reject
 _EMAIL_FAILURES = ("rejected", "terminal_failure")
 
 
-def export(since: datetime, region: str | None = None) -> Iterator[Timing]:
+def export(since: datetime, region: str | None = None, *, seed: int = 0) -> list[Timing]:
+    """Return a record per event created since ``since`` whose SMS was submitted, shuffled.
+
+    Shuffled (from ``seed``) because creation order would let a row's position point back
+    at the reset it came from; the format carries no time for the same reason.
+    """
+    records = list(_export(since, region))
+    random.Random(seed).shuffle(records)
+    return records
+
+
+def _export(since: datetime, region: str | None) -> Iterator[Timing]:
     """Yield a record per event created since ``since`` whose SMS was submitted.
 
     An event that never sent an email gets its region's median email latency (or the

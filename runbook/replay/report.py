@@ -188,7 +188,8 @@ def write_report(path: Path, results: Results, *, source: str, baseline: str, ta
 
 
 def _values(counts: Counts) -> "numpy.typing.NDArray[numpy.float64]":
-    return numpy.frombuffer(counts.claim_remaining) if counts.claim_remaining else numpy.zeros(1)
+    # A candidate that claimed no fallback draws no box (not a made-up one at zero).
+    return numpy.frombuffer(counts.claim_remaining) if counts.claim_remaining else numpy.array([])
 
 
 def _label(candidate: Candidate) -> str:

@@ -11,13 +11,25 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 
-from policies.models import DURATION_FIELDS, PolicyVersion, Status
+from policies.models import PolicyVersion, Status
 from runbook.replay import report, timings
 from runbook.replay.report import Candidate, Counts, Results, Target
 from runbook.replay.simulate import simulate
 
-# Fields --vary accepts: every duration (in seconds) and the email attempt limit.
-VARIABLE_FIELDS = (*DURATION_FIELDS, "email_attempt_limit")
+# Fields --vary accepts: those the replayed decisions read (durations in seconds). Lease and
+# retention settings change nothing a replay can see, so they are refused, not ignored.
+VARIABLE_FIELDS = (
+    "sms_budget",
+    "fallback_reserve",
+    "page_margin",
+    "poll_interval",
+    "poll_cost",
+    "select_cost",
+    "email_submit_cost",
+    "record_cost",
+    "email_backoff",
+    "email_attempt_limit",
+)
 
 
 class ReplayError(ValueError):
@@ -59,10 +71,11 @@ def baselines(regions: Iterable[str], version: int | None) -> dict[str, PolicyVe
 
 
 def candidates(base: PolicyVersion, variation: Variation | None) -> list[tuple[Candidate, PolicyVersion]]:
-    """The base policy with the varied field set to each value, each checked as a policy would be."""
+    """The baseline, then the base policy with the varied field set to each value, each checked
+    as a policy would be: the trade-off is read against where the region stands today."""
+    made: list[tuple[Candidate, PolicyVersion]] = [(Candidate("baseline", ""), base)]
     if variation is None:
-        return [(Candidate("baseline", ""), base)]
-    made = []
+        return made
     for raw in variation.values:
         policy = copy.copy(base)
         policy.pk, policy.status = None, Status.DRAFT

@@ -6,17 +6,28 @@ the table allows, ``transitions.advance`` moves the event (the in-memory half of
 writer the worker uses), and ``runbook.risk.pageable`` says whether a page would go
 out. The record supplies only what the providers did and how long it took.
 
-The provider model: the SMS submit call returns after ``sms_accept_s`` (the provider
-accepted it), its terminal receipt arrives by callback ``sms_terminal_s`` after the
-submit (never, for ``none``); polls in between find it pending. The email submit
-returns ``email_accept_s`` after it started, accepted or permanently refused.
+The provider model, per the worker (``notify/worker.py``):
+- The SMS submit is answered ``sms_accept_s`` after it started, unless that is longer
+  than the client timeout: then the outcome is unknown, and the claim is settled by a
+  lookup (found once the provider has accepted it; not found before, and sent again).
+- The terminal receipt arrives by callback ``sms_terminal_s`` after the first submit,
+  whenever that is: before the submit's answer too (the callback needs no lease), in
+  which case a delivery implies the acceptance, as ``record_receipt`` has it. Polls
+  before the receipt find the SMS pending.
+- The email submit is answered after ``email_accept_s``: accepted, or refused for good.
+  An answer later than the SMTP timeout is an unknown outcome: resent under the same
+  Message-ID after the policy's backoff while the policy allows, as the worker does.
 """
 
+import heapq
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
+
 from notify import machine, rows, transitions
 from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
+from notify.transports import call_bound
 from policies.models import PolicyVersion
 from runbook import risk
 from runbook.replay.timings import Timing
@@ -24,6 +35,7 @@ from runbook.replay.timings import Timing
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 # A record's event takes a handful of steps; more means the model and the table disagree.
 MAX_STEPS = 10_000
+Observation = transitions.ObservationInput
 
 
 @dataclass
@@ -49,28 +61,34 @@ class _Sim:
     decision: machine.Decision
     # The simulated clock: the time of the last thing that happened.
     now: datetime = EPOCH
-    # When the current state (and stored schedule) began: a page can fire from here on.
+    # When the stored schedule was last written: a page can fire from here on.
     segment_start: datetime = EPOCH
-    sms_submitted_at: datetime | None = None
-    receipt_applied: bool = False
+    # Provider-side facts waiting to happen: (time, order, observation).
+    facts: list[tuple[datetime, int, Observation]] = field(default_factory=list)
+    sms_accepted_at: datetime | None = None  # when the provider has the message
+    email_attempts: int = 0
+    scheduled: int = 0  # ties between facts at the same time go in the order they were made
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
+
+    def schedule(self, at: datetime, observation: Observation) -> None:
+        self.scheduled += 1
+        heapq.heappush(self.facts, (at, self.scheduled, observation))
 
 
 def simulate(timing: Timing, policy: PolicyVersion) -> Outcome:
     """Return what the worker would have done with this record under ``policy``."""
     sim = _start(timing, policy)
     for _ in range(MAX_STEPS):
-        receipt_at = _receipt_time(sim)
         action, due = sim.decision.action, sim.decision.due_at
-        if action == NextAction.NONE and receipt_at is None:
+        if action == NextAction.NONE and not sim.facts:
             break
-        # Whatever fell due while a provider call was in flight happens when it returns.
-        receipt_at = max(receipt_at, sim.now) if receipt_at is not None else None
+        # Whatever fell due while nothing could act happens as soon as something can.
         due = max(due, sim.now) if due is not None and action != NextAction.NONE else None
-        # A receipt due no later than the next step is in before it (the live worker would
-        # have taken the callback first).
-        if receipt_at is not None and (due is None or receipt_at <= due):
-            _receive(sim, receipt_at)
+        if sim.facts and (due is None or sim.facts[0][0] <= due):
+            # A provider fact due no later than the next step comes first, as the live
+            # worker's callback or call answer would.
+            at, _, observation = heapq.heappop(sim.facts)
+            _fact(sim, max(at, sim.now), observation)
         elif due is not None:
             _act(sim, action, due)
     else:
@@ -86,30 +104,22 @@ def _start(timing: Timing, policy: PolicyVersion) -> _Sim:
         state, channel = State.EMAIL_CLAIMED, Channel.EMAIL
     event = machine.EventSnapshot(state, EPOCH, expires, EPOCH, None, policy.uses_email and policy.uses_sms)
     loaded = rows.Loaded(event, 1, 0, policy, {channel: machine.NEW_CLAIM})
-    decision = machine.decide(event, loaded.claims, policy, EPOCH)
-    sim = _Sim(timing, policy, loaded, decision)
+    sim = _Sim(timing, policy, loaded, machine.decide(event, loaded.claims, policy, EPOCH))
     sim.outcome.states.append(state.value)
     if state == State.EMAIL_CLAIMED:
         sim.outcome.claimed_at, sim.outcome.claim_remaining_s = 0.0, timing.lifetime_s
     return sim
 
 
-def _receipt_time(sim: _Sim) -> datetime | None:
-    timing = sim.timing
-    if sim.receipt_applied or sim.sms_submitted_at is None or timing.sms_terminal_s is None:
-        return None
-    accepted = sim.sms_submitted_at + timedelta(seconds=timing.sms_accept_s)
-    # A receipt cannot be taken before the submit's own answer: the lease holds the event.
-    return max(accepted, sim.sms_submitted_at + timedelta(seconds=timing.sms_terminal_s))
-
-
-def _receive(sim: _Sim, at: datetime) -> None:
-    sim.receipt_applied = True
-    delivered = sim.timing.sms_outcome == "delivered"
-    normalized = Normalized.DELIVERED if delivered else Normalized.TERMINAL_FAILURE
-    if delivered:
+def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
+    if observation.source == Source.CALLBACK and observation.normalized == Normalized.DELIVERED:
         sim.outcome.sms_delivered_at = (at - EPOCH).total_seconds()
-    _observe(sim, transitions.ObservationInput(Channel.SMS, Source.CALLBACK, normalized), at)
+        if sim.loaded.event.state == State.SMS_REQUESTED:
+            # A delivery before the submit's answer proves the acceptance (record_receipt).
+            _observe(sim, Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEPTED), at)
+    _observe(sim, observation, at)
+    if observation.channel == Channel.EMAIL:
+        _after_email_answer(sim, observation, at)
 
 
 def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
@@ -122,46 +132,94 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
         if sim.loaded.event.state == State.EMAIL_CLAIMED:
             claimed = (now - EPOCH).total_seconds()
             sim.outcome.claimed_at, sim.outcome.claim_remaining_s = claimed, sim.timing.lifetime_s - claimed
-    elif action in (NextAction.SUBMIT_SMS, NextAction.RECOVER_SMS):
-        sim.sms_submitted_at = now
-        _submitting(sim, Channel.SMS)
-        answered = now + timedelta(seconds=sim.timing.sms_accept_s)
-        _observe(sim, transitions.ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED), answered)
+    elif action == NextAction.SUBMIT_SMS:
+        _submit_sms(sim, now)
+    elif action == NextAction.RECOVER_SMS:
+        found = sim.sms_accepted_at is not None and sim.sms_accepted_at <= now
+        # Found: its acceptance. Provably absent: back to CLAIMED and sent again (worker._recover_sms).
+        status = Normalized.ACCEPTED if found else Normalized.TRANSIENT_ERROR
+        _observe(sim, Observation(Channel.SMS, Source.RECOVERY, status), now)
     elif action == NextAction.POLL_SMS:
         # The receipt is not in yet (it would have been taken first): the provider says pending.
-        _observe(sim, transitions.ObservationInput(Channel.SMS, Source.POLL, Normalized.PENDING), now)
+        _observe(sim, Observation(Channel.SMS, Source.POLL, Normalized.PENDING), now)
     elif action == NextAction.SUBMIT_EMAIL:
-        _submitting(sim, Channel.EMAIL)
-        answered = now + timedelta(seconds=sim.timing.email_accept_s)
-        accepted = sim.timing.email_outcome == "accepted"
-        normalized = Normalized.ACCEPTED if accepted else Normalized.REJECTED
-        _observe(sim, transitions.ObservationInput(Channel.EMAIL, Source.SUBMIT, normalized), answered)
-        sim.outcome.email_accepted = accepted and sim.loaded.event.state == State.EMAIL_ACCEPTED
+        _submit_email(sim, now)
     else:
         raise ValueError(f"replay cannot perform {action}")
 
 
-def _submitting(sim: _Sim, channel: Channel) -> None:
-    # As begin_submit records before the call: the claim is being submitted.
-    claims = {**sim.loaded.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value)}
+def _submit_sms(sim: _Sim, now: datetime) -> None:
+    timing = sim.timing
+    bound = call_bound(Channel.SMS)
+    _submitting(sim, Channel.SMS, settle_at=now + bound + settings.NOTIFY_SMS_LOOKUP_DELAY, now=now)
+    first = sim.sms_accepted_at is None
+    if first:
+        # The message exists from its acceptance on; its receipt is timed from this first submit.
+        sim.sms_accepted_at = now + timedelta(seconds=timing.sms_accept_s)
+        if timing.sms_terminal_s is not None:
+            status = Normalized.DELIVERED if timing.sms_outcome == "delivered" else Normalized.TERMINAL_FAILURE
+            receipt_at = max(sim.sms_accepted_at, now + timedelta(seconds=timing.sms_terminal_s))
+            sim.schedule(receipt_at, Observation(Channel.SMS, Source.CALLBACK, status))
+    timeout = timedelta(seconds=settings.TWILIO_TIMEOUT)
+    if timedelta(seconds=timing.sms_accept_s) <= timeout:
+        answered = now + timedelta(seconds=timing.sms_accept_s)
+        sim.schedule(answered, Observation(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED))
+    else:
+        lookup = now + timeout + settings.NOTIFY_SMS_LOOKUP_DELAY
+        sim.schedule(
+            now + timeout, Observation(Channel.SMS, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, retry_at=lookup)
+        )
+
+
+def _submit_email(sim: _Sim, now: datetime) -> None:
+    timing = sim.timing
+    sim.email_attempts += 1
+    _submitting(sim, Channel.EMAIL, settle_at=now + call_bound(Channel.EMAIL), now=now)
+    answer_after = timedelta(seconds=timing.email_accept_s)
+    timeout = timedelta(seconds=settings.EMAIL_TIMEOUT)
+    if answer_after <= timeout:
+        status = Normalized.ACCEPTED if timing.email_outcome == "accepted" else Normalized.REJECTED
+        sim.schedule(now + answer_after, Observation(Channel.EMAIL, Source.SUBMIT, status))
+    else:
+        retry_at = now + timeout + sim.policy.email_backoff
+        unknown = Observation(Channel.EMAIL, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, retry_at=retry_at)
+        sim.schedule(now + timeout, unknown)
+
+
+def _after_email_answer(sim: _Sim, observation: Observation, at: datetime) -> None:
+    """As ``worker._unless_exhausted``: give the channel up once the policy allows no more attempts."""
+    if observation.normalized == Normalized.ACCEPTED:
+        sim.outcome.email_accepted = sim.loaded.event.state == State.EMAIL_ACCEPTED
+        return
+    if sim.loaded.claims[Channel.EMAIL].state != ClaimState.CLAIMED:
+        return
+    policy = sim.policy
+    if (observation.normalized == Normalized.UNKNOWN_OUTCOME and not policy.resubmit_unknown_email) or (
+        sim.email_attempts >= policy.email_attempt_limit
+    ):
+        _observe(sim, Observation(Channel.EMAIL, Source.SUBMIT, Normalized.TERMINAL_FAILURE), at)
+
+
+def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime | None, now: datetime) -> None:
+    # As begin_submit records before the call: the claim is being submitted, and is due for
+    # settling (an SMS lookup) only once the call can no longer be in flight.
+    claims = {**sim.loaded.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
     sim.loaded = rows.Loaded(sim.loaded.event, sim.loaded.version, 0, sim.loaded.policy, claims)
+    sim.decision = machine.decide(sim.loaded.event, claims, sim.policy, now)
+    sim.now = now
 
 
-def _observe(sim: _Sim, observation: transitions.ObservationInput, now: datetime) -> None:
+def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
     _move(sim, transitions.observation_change(sim.loaded, observation), observation, now)
 
 
-def _move(
-    sim: _Sim, change: transitions.Change | None, observation: transitions.ObservationInput | None, now: datetime
-) -> None:
-    """Apply one step; before it, check whether the state that ends here would have paged."""
+def _move(sim: _Sim, change: transitions.Change | None, observation: Observation | None, now: datetime) -> None:
+    """Apply one step; before it, check whether the schedule that ends here would have paged."""
     _check_page(sim, until=now)
     advanced = transitions.advance(sim.loaded, change, observation, now)
     if change is not None:
-        sim.segment_start = now
         sim.outcome.states.append(change.to_state.value)
-    elif observation is not None and advanced.decision != sim.decision:
-        sim.segment_start = now  # the stored schedule changed (a poll moved the next one)
+    sim.segment_start = now
     sim.loaded, sim.decision, sim.now = advanced.after, advanced.decision, now
 
 
@@ -175,10 +233,12 @@ class _Stored:
 
 
 def _check_page(sim: _Sim, *, until: datetime) -> None:
-    """Would the periodic evaluator have paged between the last write and ``until``?
+    """Would the evaluator have paged between the last write and ``until``?
 
     The budget only shrinks while nothing is written, so the first moment it is within
-    the margin is the one to test: ``act_by - margin``, or the last write if already inside.
+    the margin is the one to test: ``act_by - margin``, or the last write if already
+    inside. An upper bound of the live evaluator, which looks every few seconds and can
+    miss an event that is inside the margin for less than that.
     """
     if sim.outcome.paged or sim.decision.act_by is None:
         return
@@ -197,21 +257,17 @@ def _check_page(sim: _Sim, *, until: datetime) -> None:
 def _finish(sim: _Sim) -> Outcome:
     outcome = sim.outcome
     outcome.final_state = State(sim.loaded.event.state)
-    expires_s = sim.timing.lifetime_s
-    claimed = outcome.claimed_at
-    delivered = outcome.sms_delivered_at
+    claimed, delivered = outcome.claimed_at, outcome.sms_delivered_at
     outcome.extra_message = (
-        outcome.email_accepted and claimed is not None and delivered is not None and claimed < delivered <= expires_s
+        outcome.email_accepted
+        and claimed is not None
+        and delivered is not None
+        and claimed < delivered <= sim.timing.lifetime_s
     )
     if outcome.claim_remaining_s is not None:
-        email_step = (sim.policy.email_submit_cost + sim.policy.record_cost).total_seconds()
+        email_step = machine.time_needed(State.EMAIL_CLAIMED, sim.policy, True).total_seconds()
         outcome.useless_fallback = outcome.claim_remaining_s < email_step
-    claims = sim.loaded.claims
-    settled_sms = claims.get(Channel.SMS, machine.NEW_CLAIM).state in (ClaimState.DELIVERED, ClaimState.FAILED)
-    settled_email = claims.get(Channel.EMAIL, machine.NEW_CLAIM).state in (
-        ClaimState.ACCEPTED,
-        ClaimState.DELIVERED,
-        ClaimState.FAILED,
+    outcome.expired_without_outcome = outcome.final_state == State.EXPIRED and not machine.has_channel_outcome(
+        {channel: claim.state for channel, claim in sim.loaded.claims.items()}
     )
-    outcome.expired_without_outcome = outcome.final_state == State.EXPIRED and not (settled_sms or settled_email)
     return outcome

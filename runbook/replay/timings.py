@@ -90,9 +90,10 @@ def _seconds(values: dict[str, str], field: str, number: int) -> float:
 
 
 def write(path: Path, timings: Iterable[Timing]) -> int:
-    """Write records in the format; return how many."""
+    """Write records in the format, all or nothing (a failure leaves no half file); return how many."""
     count = 0
-    with path.open("w", newline="", encoding="utf-8") as file:
+    partial = path.with_name(f".{path.name}.partial")
+    with partial.open("w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(HEADER)
         for timing in timings:
@@ -108,6 +109,7 @@ def write(path: Path, timings: Iterable[Timing]) -> int:
                 ]
             )
             count += 1
+    partial.replace(path)
     return count
 
 

@@ -56,14 +56,17 @@ def test_replay_writes_the_summary_report_and_plots(tmp_path, regions):
     with (out / "summary.csv").open() as file:
         rows = list(csv.DictReader(file))
     assert list(rows[0]) == SUMMARY_COLUMNS
+    # The baseline first (where each region stands today), then each candidate.
     assert [(row["region"], row["field"], row["value"]) for row in rows] == [
-        (region, "sms_budget", value) for region in ("EU", "US") for value in ("30", "60", "90")
+        (region, field, value)
+        for region in ("EU", "US")
+        for field, value in [("baseline", ""), ("sms_budget", "30"), ("sms_budget", "60"), ("sms_budget", "90")]
     ]
-    assert sum(int(row["events"]) for row in rows) == 3 * 400
+    assert sum(int(row["events"]) for row in rows) == 4 * 400
     assert all(row["pages_without_action"] == "0" for row in rows)
     # A longer SMS budget never sends more extra messages.
     for region in ("EU", "US"):
-        extra = [int(row["extra_messages"]) for row in rows if row["region"] == region]
+        extra = [int(row["extra_messages"]) for row in rows if row["region"] == region and row["field"] != "baseline"]
         assert extra == sorted(extra, reverse=True)
     report = (out / "report.md").read_text()
     assert "Targets: extra_messages <= 5%" in report

@@ -24,7 +24,7 @@ def test_it_exports_what_the_providers_did_and_when(tmp_path, policy, clock, sim
     out = tmp_path / "timings.csv"
     call_command("export_timings", since_hours=1, out=out, stdout=StringIO())
 
-    rows = list(timings.read(out))
+    rows = sorted(timings.read(out), key=lambda row: row.sms_outcome)  # shuffled on the way out
     assert rows == [
         # Delivered: found by the first poll, 10 s after the submit.
         timings.Timing("US", 600, 0, 10, "delivered", 0, "accepted"),
@@ -37,3 +37,12 @@ def test_it_exports_what_the_providers_did_and_when(tmp_path, policy, clock, sim
     assert CANARY_PHONE not in text
     assert CANARY_EMAIL not in text
     assert delivered.id not in text
+
+
+def test_an_export_reaching_past_the_observation_retention_is_refused(tmp_path, policy):
+    from django.core.management import CommandError
+
+    # The factory policy keeps observations 14 days.
+    with pytest.raises(CommandError, match="reaches past the observation retention"):
+        call_command("export_timings", since_hours=15 * 24, out=tmp_path / "t.csv", stdout=StringIO())
+    assert not (tmp_path / "t.csv").exists()

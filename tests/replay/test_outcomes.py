@@ -51,12 +51,37 @@ def test_a_terminal_failure_claims_the_email_at_once(db):
 
 
 def test_a_fallback_claimed_with_less_than_the_email_step_left_is_useless(db):
-    # D = min(0 + 60, 100 - 95) = 5 s: claimed with 95 s left, useful. Push the SMS answer past
-    # the lifetime's end instead: the worker is in the call until 97 s, then claims with 3 s left.
-    policy = PolicyVersionFactory.build(fallback_reserve=timedelta(seconds=95))
-    result = simulate(timing(lifetime=100, accept=97), policy)
+    # A reserve smaller than the email step (a policy validation refuses it; the count is what
+    # is tested here): D = min(0 + 600, 600 - 3) = 597 s, claimed with 3 s left.
+    policy = PolicyVersionFactory.build(sms_budget=timedelta(seconds=600), fallback_reserve=timedelta(seconds=3))
+    result = simulate(timing(), policy)
     assert result.claim_remaining_s == 3.0
     assert result.useless_fallback  # 3 s < email submit 5 s + record 1 s
+
+
+def test_an_sms_submit_slower_than_the_timeout_is_looked_up_and_sent_again_until_found(db, settings):
+    settings.TWILIO_TIMEOUT = 10
+    settings.NOTIFY_SMS_LOOKUP_DELAY = timedelta(seconds=2)
+    # Accepted 15 s after the submit: unknown at 10 s, not found at 12 s (sent again), unknown at
+    # 22 s, found at 24 s; the receipt (timed from the first submit) arrives at 30 s.
+    result = simulate(timing(accept=15, terminal=30, outcome="delivered"), PolicyVersionFactory.build())
+    assert result.states == ["sms_requested", "sms_pending", "sms_delivered"]
+    assert result.sms_delivered_at == 30.0
+
+
+def test_a_delivery_receipt_before_the_submits_answer_counts(db, settings):
+    settings.TWILIO_TIMEOUT = 10
+    result = simulate(timing(accept=8, terminal=3, outcome="delivered"), PolicyVersionFactory.build())
+    assert result.states == ["sms_requested", "sms_pending", "sms_delivered"]
+    assert result.sms_delivered_at == 8.0  # not before the provider has the message
+
+
+def test_an_email_whose_answers_are_lost_is_resent_then_given_up_per_the_policy(db, settings):
+    settings.EMAIL_TIMEOUT = 5
+    policy = PolicyVersionFactory.build(email_attempt_limit=3)
+    result = simulate(timing(terminal=4, outcome="failed", email=30), policy)
+    assert result.final_state == State.EMAIL_FAILED
+    assert not result.email_accepted
 
 
 def test_an_sms_only_event_without_a_receipt_expires_without_outcome_and_would_page(db):
