@@ -36,8 +36,9 @@ BUCKETS: Mapping[str, Sequence[float]] = {
 BATCH = 5000
 # Rows are counted once they are this old. A row's id is taken when it is inserted, not when
 # it commits, so a row can become visible after one with a higher id; the watermark must not
-# pass a row that may still appear. Every write here commits within milliseconds of taking
-# its id and hosts keep their clocks in sync, so half a minute is a wide margin.
+# pass a row that may still appear. A transition commits within milliseconds of taking its
+# id, a sweep stamps its expiries with the time it started and lasts seconds, and hosts keep
+# their clocks in sync (NTP): half a minute is a wide margin for all three.
 SETTLE = timedelta(seconds=30)
 _SMS_TERMINAL = ("delivered", "terminal_failure", "rejected")
 # machine.CHANNEL_OUTCOMES as SQL over a claim ``c`` (values from the enums, never from input).
