@@ -17,7 +17,7 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	TWILIO_AUTH_TOKEN=test-only-twilio-token \
 	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
-.PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench demo clean
+.PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench chaos demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ test: system-packages lint typecheck test-postgres test-sqlite
 
 bench: $(STAMP)
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run $(BENCH)
+
+# Events through real workers, beat, web and the simulator on PostgreSQL and Redis while
+# workers are killed, Redis restarts and connections drop; then the invariants.
+# CHAOS_ARGS, e.g. "--events 300 --rate 10", makes a shorter run. NB: restarts the local Redis.
+chaos: $(STAMP)
+	$(TEST_ENV) $(BIN)/python -m bench.chaos $(CHAOS_ARGS)
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.

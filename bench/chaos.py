@@ -1,0 +1,355 @@
+"""`make chaos`: events through real worker processes while faults are injected, then the invariants.
+
+Several ``celery worker`` processes, ``celery beat``, a gunicorn web server taking the
+provider's signed callbacks, and the provider simulator run on PostgreSQL and Redis. A
+stream of events is fed in while a controller, on a schedule derived from the seed,
+kills workers with SIGKILL (mid-lease, mid-call), restarts Redis once, terminates the
+workers' PostgreSQL connections once, and scripts provider faults per message (timeouts
+after acceptance, 5xx, rejections, callbacks dropped, duplicated, reordered, delayed past
+the fallback; SMTP deferrals, refusals and connections lost after DATA).
+
+At the end ``notify.invariants`` reads the database and the simulator's counts; the logs
+and a sample of console pages are searched for the personal data the events carried.
+A JSON summary goes to stdout and ``bench/results/chaos.json``; any violation fails the run.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "chaos.json"
+DATABASE = "reset_delivery_chaos"
+BROKER = "redis://127.0.0.1:6379/13"
+LOGS = ROOT / "var" / "chaos"
+
+# Provider behaviours per message, with weights: mostly normal, every fault kind present.
+# (weight, what the create calls do in turn, the final status and its delay, callbacks)
+_SMS = {
+    "delivered": (30, ["accept"], ("delivered", 0.6), "normal"),
+    "callbacks_dropped": (8, ["accept"], ("delivered", 1.0), "drop"),
+    "callbacks_duplicated": (8, ["accept"], ("delivered", 0.5), "duplicate"),
+    "callbacks_reordered": (6, ["accept"], ("delivered", 0.4), "reorder"),
+    "delivered_after_fallback": (6, ["accept"], ("delivered", 7.0), "delay"),
+    "terminal_failure": (8, ["accept"], ("undelivered", 0.8), "normal"),
+    "never_confirmed": (6, ["accept"], None, "normal"),
+    "rejected": (5, ["reject"], None, "normal"),
+    "server_error_then_accepted": (5, ["server_error", "accept"], ("delivered", 0.5), "normal"),
+    "timeout_after_acceptance": (6, ["accept_then_drop", "accept"], ("delivered", 0.5), "normal"),
+    "error_after_acceptance": (5, ["accept_then_500", "accept"], ("delivered", 0.5), "normal"),
+    "provider_hangs": (3, ["hang", "accept"], ("delivered", 0.5), "normal"),
+}
+SMS_PROFILES = {
+    name: (
+        weight,
+        {
+            "create": create,
+            "statuses": [["sent", 0.2]] + ([[final[0], final[1]]] if final else []),
+            "callbacks": callbacks,
+        },
+    )
+    for name, (weight, create, final, callbacks) in _SMS.items()
+}
+EMAIL_PROFILES = {
+    "accepted": (70, ["accept"]),
+    "deferred_then_accepted": (10, ["temp_fail", "accept"]),
+    "refused": (5, ["perm_fail"]),
+    "lost_after_data": (10, ["drop_after_data", "accept"]),
+    "slow_relay": (5, ["hang", "accept"]),
+}
+
+
+@dataclass
+class Run:
+    seed: int
+    events: int
+    workers: int
+    rate: float
+    faults: Counter[str] = field(default_factory=Counter)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=20.0, help="events created per second")
+    options = parser.parse_args(argv)
+    run = Run(options.seed, options.events, options.workers, options.rate)
+    # Fresh logs: the personal-data search must read this run's output only.
+    shutil.rmtree(LOGS, ignore_errors=True)
+    LOGS.mkdir(parents=True)
+    web_port = free_port()
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DATABASE}",
+            "CELERY_BROKER_URL": BROKER,
+            "PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
+            "DJANGO_HTTPS": "false",
+            "NOTIFY_SWEEP_INTERVAL": "0.5",
+            "NOTIFY_SWEEP_REDELIVER_AFTER": "2",
+            "NOTIFY_SMS_LOOKUP_DELAY": "0.2",
+            "TWILIO_TIMEOUT": "1",
+            "EMAIL_TIMEOUT": "1",
+            "LOG_FORMAT": "json",
+        }
+    )
+    _prepare_database()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from tests.simulator_process import start_simulator
+
+    simulator = start_simulator(LOGS / "simulator.log", "--seed", str(run.seed))
+    simulator.control.wait_until_up(30)
+    os.environ.update(
+        {
+            "TWILIO_API_BASE": simulator.base_url,
+            "EMAIL_HOST": "127.0.0.1",
+            "EMAIL_PORT": str(simulator.smtp_port),
+            "EMAIL_USE_TLS": "0",
+        }
+    )
+    from django.conf import settings
+
+    settings.TWILIO_API_BASE = simulator.base_url  # this process's settings were read before the simulator ran
+    try:
+        summary = _chaos(run, simulator, web_port)
+    finally:
+        for process in run.processes:
+            _stop(process)
+        simulator.stop()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 1 if summary["violations"] else 0
+
+
+def _prepare_database() -> None:
+    import psycopg
+
+    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{DATABASE}"')
+
+
+def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
+    import redis
+
+    from notify import tasks
+    from notify.clock import system_clock
+    from notify.events import ResetRequest, create_event
+    from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
+
+    redis.Redis.from_url(BROKER).flushdb()
+    policy = _fast_policy()
+    run.processes.append(_spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{web_port}", "-w", "2"]))
+    workers = [_worker(index) for index in range(run.workers)]
+    run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))
+    rng = random.Random(run.seed)
+    plan = _fault_plan(rng, run)
+    sms_names = list(SMS_PROFILES)
+    email_names = list(EMAIL_PROFILES)
+    created: list[str] = []
+    started = time.monotonic()
+    for number in range(run.events):
+        sms_profile = rng.choices(sms_names, [SMS_PROFILES[name][0] for name in sms_names])[0]
+        email_profile = rng.choices(email_names, [EMAIL_PROFILES[name][0] for name in email_names])[0]
+        run.faults[f"sms:{sms_profile}"] += 1
+        run.faults[f"email:{email_profile}"] += 1
+        phone = CANARY_PHONE if number == 0 else f"+1415556{number % 10000:04d}"
+        email = CANARY_EMAIL if number == 0 else f"chaos.{number}@example.org"
+        simulator.control.script_sms(phone, **SMS_PROFILES[sms_profile][1])
+        simulator.control.script_email(email, smtp=EMAIL_PROFILES[email_profile][1])
+        request = ResetRequest(
+            service="chaos", client_key=f"chaos-{run.seed}-{number}", region=policy.region, purpose="password_reset",
+            phone=phone, email=email, reset_url=CANARY_RESET_URL, ttl=timedelta(seconds=rng.uniform(15, 25)),
+        )  # fmt: skip
+        event = create_event(request, now=system_clock.now()).event
+        tasks.send(event.id)
+        created.append(event.id)
+        _inject_due(plan, run, workers, started)
+        time.sleep(max(0.0, started + (number + 1) / run.rate - time.monotonic()))
+    # Keep the faults coming until the schedule is done, then let everything settle.
+    while plan:
+        _inject_due(plan, run, workers, started)
+        time.sleep(0.2)
+    _settle(created, deadline=time.monotonic() + 90)
+    return _verdict(run, simulator, created)
+
+
+def _fast_policy():
+    from policies.models import PolicyVersion
+
+    seconds = lambda n: timedelta(seconds=n)  # noqa: E731
+    return PolicyVersion.objects.create(
+        region="US", number=1, status="published", published_at=datetime.now(UTC),
+        poll_interval=seconds(1), sms_budget=seconds(4), fallback_reserve=seconds(8), poll_cost=seconds(0.2),
+        select_cost=seconds(0.1), email_submit_cost=seconds(1), record_cost=seconds(0.1), lease_ttl=seconds(3),
+        email_attempt_limit=4, email_backoff=seconds(0.5), page_margin=seconds(2), vault_retention=seconds(3600),
+        raw_payload_retention=seconds(86400), observation_retention=seconds(86400), allowed_sms_country_codes=[1],
+        sms_sender="+15005550006", email_from="no-reset-reply@example.org", sms_template="Reset: {{ reset_url }}",
+        email_subject_template="Your password reset link", email_body_template="Open {{ reset_url }}.",
+    )  # fmt: skip
+
+
+def _spawn(name: str, command: list[str]) -> subprocess.Popen[bytes]:
+    log = (LOGS / f"{name}.log").open("ab")
+    binary = Path(sys.executable).parent / command[0]
+    return subprocess.Popen(
+        [str(binary), *command[1:]], cwd=ROOT, stdout=log, stderr=log, start_new_session=True, env=os.environ.copy()
+    )
+
+
+def _worker(index: int) -> dict[str, object]:
+    command = [
+        "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-heartbeat",
+        "--without-gossip", "--without-mingle", "--hostname", f"chaos{index}@%h",
+    ]  # fmt: skip
+    return {"index": index, "command": command, "process": _spawn(f"worker-{index}", command)}
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
+    """(seconds after the start, fault): kills every few seconds, one broker restart, one DB reset."""
+    feeding = run.events / run.rate
+    plan: list[tuple[float, str]] = []
+    at = rng.uniform(2, 4)
+    while at < feeding + 10:
+        plan.append((at, "kill_worker"))
+        at += rng.uniform(3, 6)
+    plan.append((feeding * rng.uniform(0.3, 0.5), "restart_broker"))
+    plan.append((feeding * rng.uniform(0.6, 0.8), "reset_database_connections"))
+    return sorted(plan)
+
+
+def _inject_due(plan: list[tuple[float, str]], run: Run, workers: list[dict[str, object]], started: float) -> None:
+    while plan and plan[0][0] <= time.monotonic() - started:
+        _, fault = plan.pop(0)
+        run.faults[fault] += 1
+        if fault == "kill_worker":
+            victim = random.Random(len(plan)).choice(workers)
+            process = victim["process"]
+            assert isinstance(process, subprocess.Popen)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            time.sleep(1.0)  # the pause: its leases run out meanwhile
+            victim["process"] = _spawn(f"worker-{victim['index']}", victim["command"])  # type: ignore[arg-type]
+            run.processes.append(victim["process"])  # type: ignore[arg-type]
+        elif fault == "restart_broker":
+            subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True, check=False)
+            time.sleep(2.0)
+            subprocess.run(
+                ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
+                 "--appendonly", "no"],
+                capture_output=True, check=True,
+            )  # fmt: skip
+            for _ in range(50):
+                if subprocess.run(["redis-cli", "-p", "6379", "ping"], capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.1)
+        elif fault == "reset_database_connections":
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [DATABASE],
+                )
+
+
+def _settle(created: list[str], *, deadline: float) -> None:
+    from notify.models import Event
+
+    while time.monotonic() < deadline:
+        if not Event.objects.filter(pk__in=created, act_by__isnull=False).exists():
+            return
+        time.sleep(1.0)
+
+
+def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
+    from django.test import Client
+
+    from notify import invariants
+    from notify.clock import system_clock
+    from notify.models import Claim, Event, Observation
+    from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
+
+    counts = simulator.control.counts()
+    provider = invariants.ProviderCounts(sms=counts["sms"], email=counts["email"])
+    found = invariants.check(now=system_clock.now(), grace=timedelta(seconds=10), provider=provider)
+    kinds = Counter(violation.kind for violation in found)
+    claimed = dict(Claim.objects.filter(event_id__in=created, channel="email").values_list("event_id", "created_at"))
+    late = {
+        event_id
+        for event_id, at in Observation.objects.filter(
+            event_id__in=claimed, channel="sms", normalized="delivered"
+        ).values_list("event_id", "recorded_at")
+        if at > claimed[event_id]
+    }
+    leaks = _personal_data_in_outputs(created, (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL), Client)
+    violations = [violation.__dict__ for violation in found] + leaks
+    return {
+        "events": len(created),
+        "states": dict(Counter(Event.objects.filter(pk__in=created).values_list("state", flat=True))),
+        "faults": dict(sorted(run.faults.items())),
+        "duplicates": kinds["duplicate_sms"] + kinds["unexplained_email"],
+        "lost": kinds["open_after_expiry"],
+        "late_fallbacks": len(late),
+        "violations": violations,
+    }
+
+
+def _personal_data_in_outputs(created: list[str], canaries: tuple[str, ...], client_class) -> list[dict[str, str]]:
+    from django.contrib.auth.models import User
+
+    leaks = []
+    for log in sorted(LOGS.glob("*.log")):
+        text = log.read_text(errors="replace")
+        leaks += [
+            {"kind": "personal_data", "event_id": "", "detail": f"{log.name}"} for canary in canaries if canary in text
+        ]
+    admin, _ = User.objects.get_or_create(username="chaos", defaults={"is_superuser": True, "is_staff": True})
+    client = client_class(HTTP_HOST="localhost")
+    client.force_login(admin)
+    pages = ["/", "/pages", "/follow-ups", *(f"/events/{event_id}" for event_id in created[:50])]
+    for page in pages:
+        body = client.get(page).content.decode(errors="replace")
+        leaks += [{"kind": "personal_data", "event_id": "", "detail": page} for canary in canaries if canary in body]
+    return leaks
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
