@@ -17,7 +17,7 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	TWILIO_AUTH_TOKEN=test-only-twilio-token \
 	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
-.PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench chaos demo clean
+.PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench chaos chaos-short demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,7 +47,11 @@ test-sqlite: $(STAMP)
 	rm -rf var/test-sqlite
 	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies tests/runbook
 
-test: system-packages lint typecheck test-postgres test-sqlite
+# The short chaos run: a few hundred events under faults, about a minute (CI runs it too).
+chaos-short: $(STAMP)
+	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 300 --rate 10 --workers 3
+
+test: system-packages lint typecheck test-postgres test-sqlite chaos-short
 
 bench: $(STAMP)
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run $(BENCH)
