@@ -7,10 +7,10 @@ import django
 
 
 def main(selected: list[str]) -> None:
-    """Run every benchmark, or only those named on the command line (cas, api, console, replay)."""
+    """Run every benchmark, or only those named on the command line (cas, api, console, replay, e2e)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from bench import api, cas, console, database, replay, results
+    from bench import api, cas, console, database, e2e, replay, results
 
     def wanted(name: str) -> bool:
         return not selected or name in selected
@@ -39,6 +39,20 @@ def main(selected: list[str]) -> None:
         print("replay:")
         rates = replay.run_bench()
         results.record("replay_records_per_s", rates.replayed, "records/s replayed, one core", rates.read)
+    if wanted("e2e"):
+        print("e2e:")
+        for point in e2e.run():
+            n = point.workers
+            results.record(f"e2e_{n}w_events_per_s", point.terminal_per_s, "events/s end to end", point.offered_per_s)
+            results.record(
+                f"e2e_{n}w_steps_per_s", point.steps_per_s, "worker steps/s; ceiling: no-op tasks/s", point.noop_per_s
+            )
+            claim_p99, submit_p99 = point.claim_late_ms[1], point.submit_late_ms[1]
+            results.record(f"e2e_{n}w_fallback_claim_p99_ms", claim_p99, "ms fallback allowed -> claimed, p99", 1000)
+            results.record(
+                f"e2e_{n}w_fallback_submit_p99_ms", submit_p99, "ms fallback allowed -> submitted, p99", 1000
+            )
+            results.record(f"e2e_{n}w_worker_rss_mb", point.rss_mb, "MB worker RSS (all pool processes)", point.rss_mb)
     results.print_table()
 
 
