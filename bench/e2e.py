@@ -93,10 +93,10 @@ def _reset() -> None:
     from policies.models import PolicyVersion
 
     database.reset_tables()
-    PolicyVersion.objects.filter(region="E2E").delete()
+    PolicyVersion.objects.filter(region="LOAD").delete()
     seconds = lambda n: timedelta(seconds=n)  # noqa: E731
     PolicyVersion.objects.create(
-        region="E2E", number=1, status="published", published_at=datetime.now(UTC),
+        region="LOAD", number=1, status="published", published_at=datetime.now(UTC),
         poll_interval=seconds(2), sms_budget=seconds(6), fallback_reserve=seconds(10), poll_cost=seconds(0.2),
         select_cost=seconds(0.1), email_submit_cost=seconds(1), record_cost=seconds(0.1), lease_ttl=seconds(5),
         email_attempt_limit=3, email_backoff=seconds(1), page_margin=seconds(2), vault_retention=seconds(3600),
@@ -240,15 +240,17 @@ async def _offer(port: int, token: str) -> int:
         body = {
             "client_key": str(uuid.UUID(int=rng.getrandbits(128))),
             "purpose": "password_reset",
-            "region": "E2E",
+            "region": "LOAD",
             "phone": fictional_phone(rng, "US"),
             "email": f"e2e.{rng.randrange(10**9)}@example.org",
             "reset_url": f"https://accounts.example.org/reset/{uuid.UUID(int=rng.getrandbits(128)).hex}",
             "ttl_seconds": 40,
         }
         async with session.post(f"http://127.0.0.1:{port}/api/v1/events", json=body, headers=headers) as response:
-            await response.read()
-            accepted += response.status == 201
+            text = await response.text()
+            if response.status != 201:
+                raise SystemExit(f"the API refused a creation: {response.status} {text}")
+            accepted += 1
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
         started = time.monotonic()
