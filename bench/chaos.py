@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from tests.simulator_process import start_simulator
+    from notify.simulator.process import start_simulator
 
     simulator = start_simulator(LOGS / "simulator.log", "--seed", str(run.seed))
     simulator.control.wait_until_up(30)
@@ -324,12 +324,40 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
     return {
         "events": len(created),
         "states": dict(Counter(Event.objects.filter(pk__in=created).values_list("state", flat=True))),
-        "faults": dict(sorted(run.faults.items())),
+        # Injected process faults, and the provider faults the events actually met (a scripted
+        # email fault, say, matters only to an event that fell back).
+        "faults": dict(sorted((_injected(run) + _exercised(created, counts)).items())),
+        "scripted": dict(sorted((run.faults - _injected(run)).items())),
         "duplicates": kinds["duplicate_sms"] + kinds["unexplained_email"],
         "lost": kinds["open_after_expiry"],
         "late_fallbacks": len(late),
         "violations": violations,
     }
+
+
+def _injected(run: Run) -> Counter[str]:
+    return Counter({kind: n for kind, n in run.faults.items() if ":" not in kind})
+
+
+def _exercised(created: list[str], counts) -> Counter[str]:
+    """The provider faults recorded as what they are: evidence in the history, the simulator's tallies."""
+    from django.db.models import Count
+
+    from notify.models import Observation
+
+    met: Counter[str] = Counter()
+    recorded = (
+        Observation.objects.filter(event_id__in=created)
+        .exclude(normalized__in=["accepted", "pending", "delivered", "note"])
+        .values_list("channel", "source", "normalized")
+        .annotate(n=Count("*"))
+    )
+    for channel, source, normalized, n in recorded:
+        met[f"{channel}:{source}:{normalized}"] += n
+    met["sms:callbacks_sent"] = counts.get("callbacks_sent", 0)
+    met["sms:rejected_by_provider"] = counts.get("sms_rejected", 0)
+    met["email:refused_by_relay"] = counts.get("email_rejected", 0)
+    return met
 
 
 def _personal_data_in_outputs(created: list[str], canaries: tuple[str, ...], client_class) -> list[dict[str, str]]:

@@ -11,8 +11,8 @@ from cryptography.fernet import Fernet
 from django.contrib.staticfiles import finders
 from django.urls import reverse
 
+from notify.simulator.process import REPO_ROOT
 from tests.factories import new_event
-from tests.simulator_process import REPO_ROOT
 
 
 @pytest.fixture

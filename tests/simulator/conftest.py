@@ -3,9 +3,9 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
+from notify.simulator.process import RunningSimulator
 from notify.transports.twilio_client import make_client
 from tests.simulator.helpers import CallbackReceiver, running_receiver
-from tests.simulator_process import RunningSimulator
 
 
 @pytest.fixture

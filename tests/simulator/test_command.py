@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from notify.simulator.process import REPO_ROOT, start_simulator
 from notify.simulator.profile import DEFAULT_PROFILE
-from tests.simulator_process import REPO_ROOT, start_simulator
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
