@@ -11,7 +11,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import aiohttp
 import redis
 from django.core.management import call_command
 
+from bench import processes
 from notify.clock import system_clock
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
 from notify.simulator.fictional import fictional_phone
@@ -52,7 +52,7 @@ class Figures:
 def run() -> Figures:
     call_command("load_policies", verbosity=0)
     token = ServiceToken.issue("bench", now=system_clock.now())[1]
-    port = _free_port()
+    port = processes.free_port()
     server = _start_gunicorn(port)
     try:
         rounds = []
@@ -85,13 +85,8 @@ def _start_gunicorn(port: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}", *GUNICORN]
     log = (ROOT / "bench" / "results" / "gunicorn.log").open("wb")
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.2)
+    if processes.wait_for_port(port):
+        return server
     server.kill()
     raise SystemExit("gunicorn did not start; see bench/results/gunicorn.log")
 
@@ -141,9 +136,3 @@ def _body(rng: random.Random) -> dict[str, object]:
 def _forget_events() -> None:
     for model in (Observation, Transition, Claim, VaultEntry, Event):
         model.objects.all().delete()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -19,14 +19,15 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
+
+from bench import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
@@ -80,12 +81,6 @@ class Run:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=2000)
@@ -97,7 +92,7 @@ def main(argv: list[str]) -> int:
     # Fresh logs: the personal-data search must read this run's output only.
     shutil.rmtree(LOGS, ignore_errors=True)
     LOGS.mkdir(parents=True)
-    web_port = free_port()
+    web_port = processes.free_port()
     os.environ.update(
         {
             "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -164,7 +159,9 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
     from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
 
     redis.Redis.from_url(BROKER).flushdb()
-    policy = _fast_policy()
+    from bench.database import seconds_scale_policy
+
+    policy = seconds_scale_policy("US")
     run.processes.append(_spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{web_port}", "-w", "2"]))
     workers = [_worker(index) for index in range(run.workers)]
     run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))
@@ -198,21 +195,6 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         time.sleep(0.2)
     _settle(created, deadline=time.monotonic() + 90)
     return _verdict(run, simulator, created)
-
-
-def _fast_policy():
-    from policies.models import PolicyVersion
-
-    seconds = lambda n: timedelta(seconds=n)  # noqa: E731
-    return PolicyVersion.objects.create(
-        region="US", number=1, status="published", published_at=datetime.now(UTC),
-        poll_interval=seconds(1), sms_budget=seconds(4), fallback_reserve=seconds(8), poll_cost=seconds(0.2),
-        select_cost=seconds(0.1), email_submit_cost=seconds(1), record_cost=seconds(0.1), lease_ttl=seconds(3),
-        email_attempt_limit=4, email_backoff=seconds(0.5), page_margin=seconds(2), vault_retention=seconds(3600),
-        raw_payload_retention=seconds(86400), observation_retention=seconds(86400), allowed_sms_country_codes=[1],
-        sms_sender="+15005550006", email_from="no-reset-reply@example.org", sms_template="Reset: {{ reset_url }}",
-        email_subject_template="Your password reset link", email_body_template="Open {{ reset_url }}.",
-    )  # fmt: skip
 
 
 def _spawn(name: str, command: list[str]) -> subprocess.Popen[bytes]:

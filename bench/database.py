@@ -62,3 +62,20 @@ def bench_policy(region: str) -> PolicyVersion:
         },
     )
     return policy
+
+
+def seconds_scale_policy(region: str, **overrides: object) -> PolicyVersion:
+    """A published policy on a seconds scale, so whole event lives fit in a chaos or load run."""
+    seconds = {
+        "poll_interval": 1, "sms_budget": 4, "fallback_reserve": 8, "poll_cost": 0.2, "select_cost": 0.1,
+        "email_submit_cost": 1, "record_cost": 0.1, "lease_ttl": 3, "email_backoff": 0.5, "page_margin": 2,
+        "vault_retention": 3600, "raw_payload_retention": 86400, "observation_retention": 86400,
+    }  # fmt: skip
+    fields: dict[str, object] = {name: timedelta(seconds=value) for name, value in seconds.items()}
+    PolicyVersion.objects.filter(region=region).delete()
+    return PolicyVersion.objects.create(
+        region=region, number=1, status="published", published_at=datetime.now(UTC), email_attempt_limit=4,
+        allowed_sms_country_codes=[1], sms_sender="+15005550006", email_from="no-reset-reply@example.org",
+        sms_template="Reset: {{ reset_url }}", email_subject_template="Your password reset link",
+        email_body_template="Open {{ reset_url }}.", **(fields | overrides),
+    )  # fmt: skip

@@ -19,7 +19,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from pathlib import Path
 import aiohttp
 import redis
 
+from bench import processes
+
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bench" / "results" / "e2e"
 BROKER = "redis://127.0.0.1:6379/12"
@@ -39,6 +40,7 @@ WORKER_COUNTS = (1, 2, 4)
 RATE = 100.0
 SECONDS = 20.0
 NOOP_TASKS = 4000
+SCALE = {"poll_interval": 2, "sms_budget": 6, "fallback_reserve": 10, "lease_ttl": 5, "email_backoff": 1}
 
 
 @dataclass(frozen=True)
@@ -90,20 +92,12 @@ def _ms(values: tuple[float, float, float]) -> str:
 
 def _reset() -> None:
     from bench import database
-    from policies.models import PolicyVersion
 
     database.reset_tables()
-    PolicyVersion.objects.filter(region="LOAD").delete()
-    seconds = lambda n: timedelta(seconds=n)  # noqa: E731
-    PolicyVersion.objects.create(
-        region="LOAD", number=1, status="published", published_at=datetime.now(UTC),
-        poll_interval=seconds(2), sms_budget=seconds(6), fallback_reserve=seconds(10), poll_cost=seconds(0.2),
-        select_cost=seconds(0.1), email_submit_cost=seconds(1), record_cost=seconds(0.1), lease_ttl=seconds(5),
-        email_attempt_limit=3, email_backoff=seconds(1), page_margin=seconds(2), vault_retention=seconds(3600),
-        raw_payload_retention=seconds(86400), observation_retention=seconds(86400), allowed_sms_country_codes=[1],
-        sms_sender="+15005550006", email_from="no-reset-reply@example.org", sms_template="Reset: {{ reset_url }}",
-        email_subject_template="Your password reset link", email_body_template="Open {{ reset_url }}.",
-    )  # fmt: skip
+    # A slower scale than the chaos run's: receipts from the simulator's default profile take seconds.
+    database.seconds_scale_policy(
+        "LOAD", **{name: timedelta(seconds=value) for name, value in SCALE.items()}, email_attempt_limit=3
+    )
     redis.Redis.from_url(BROKER).flushdb()
 
 
@@ -113,18 +107,12 @@ def _log_time() -> str:
     return f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class _Stack:
     """Simulator, API server, workers and beat for one measurement; all stopped on exit."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self.api_port = _free_port()
+        self.api_port = processes.free_port()
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> "_Stack":
@@ -153,7 +141,8 @@ class _Stack:
              "--without-heartbeat", "--without-gossip", "--without-mingle"],
         )  # fmt: skip
         self._spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")])
-        _wait_for_port(self.api_port)
+        if not processes.wait_for_port(self.api_port):
+            raise SystemExit(f"nothing listens on {self.api_port}; see {LOGS}")
         time.sleep(3)  # the pool's processes start
         return self
 
@@ -214,17 +203,6 @@ def _children(pid: int) -> list[int]:
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
-
-
-def _wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"nothing listens on {port}; see {LOGS}")
 
 
 async def _offer(port: int, token: str) -> int:
