@@ -72,10 +72,11 @@ def seconds_scale_policy(region: str, **overrides: object) -> PolicyVersion:
         "vault_retention": 3600, "raw_payload_retention": 86400, "observation_retention": 86400,
     }  # fmt: skip
     fields: dict[str, object] = {name: timedelta(seconds=value) for name, value in seconds.items()}
+    fields |= {
+        "region": region, "number": 1, "status": "published", "published_at": datetime.now(UTC),
+        "email_attempt_limit": 4, "allowed_sms_country_codes": [1], "sms_sender": "+15005550006",
+        "email_from": "no-reset-reply@example.org", "sms_template": "Reset: {{ reset_url }}",
+        "email_subject_template": "Your password reset link", "email_body_template": "Open {{ reset_url }}.",
+    }  # fmt: skip
     PolicyVersion.objects.filter(region=region).delete()
-    return PolicyVersion.objects.create(
-        region=region, number=1, status="published", published_at=datetime.now(UTC), email_attempt_limit=4,
-        allowed_sms_country_codes=[1], sms_sender="+15005550006", email_from="no-reset-reply@example.org",
-        sms_template="Reset: {{ reset_url }}", email_subject_template="Your password reset link",
-        email_body_template="Open {{ reset_url }}.", **(fields | overrides),
-    )  # fmt: skip
+    return PolicyVersion.objects.create(**(fields | overrides))
