@@ -77,6 +77,8 @@ class Run:
     events: int
     workers: int
     rate: float
+    # Which worker dies when: its own stream, so the kills do not shift with the event mix.
+    victims: random.Random = field(default_factory=random.Random)
     faults: Counter[str] = field(default_factory=Counter)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -166,6 +168,7 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
     workers = [_worker(index) for index in range(run.workers)]
     run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))
     rng = random.Random(run.seed)
+    run.victims = random.Random(run.seed + 1)
     plan = _fault_plan(rng, run)
     sms_names = list(SMS_PROFILES)
     email_names = list(EMAIL_PROFILES)
@@ -241,7 +244,7 @@ def _inject_due(plan: list[tuple[float, str]], run: Run, workers: list[dict[str,
         _, fault = plan.pop(0)
         run.faults[fault] += 1
         if fault == "kill_worker":
-            victim = random.Random(len(plan)).choice(workers)
+            victim = run.victims.choice(workers)
             process = victim["process"]
             assert isinstance(process, subprocess.Popen)
             os.killpg(process.pid, signal.SIGKILL)

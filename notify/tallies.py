@@ -1,7 +1,7 @@
 """Running totals for ``/metrics``, kept in the database so every process's work counts.
 
 Two ways in:
-- ``add``: a process counts something only it sees (a duplicate claim it was refused)
+- ``add_for_event``: a process counts something only it sees (a duplicate claim it was refused)
   with one upsert; these are rare, so the row is never hot.
 - ``roll_up``: a periodic task reads the append-only history (transitions, observations)
   past a watermark and adds what it finds (latencies into histogram buckets, expiries,
@@ -9,6 +9,7 @@ Two ways in:
   counted twice, nothing added to the hot path of a transition.
 """
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -58,9 +59,15 @@ ON CONFLICT (name, region, label) DO UPDATE SET value = notify_tally.value + exc
 """
 
 
-def add(name: str, region: str, label: str = "", amount: float = 1.0) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(_UPSERT, [name, region, label, amount])
+# What one roll-up adds, summed per tally row before anything is written: one upsert per
+# row touched, not three per history row read.
+Additions = defaultdict[tuple[str, str, str], float]
+
+
+def _flush(additions: Additions) -> None:
+    if additions:
+        with connection.cursor() as cursor:
+            cursor.executemany(_UPSERT, [[*key, amount] for key, amount in sorted(additions.items())])
 
 
 def add_for_event(name: str, event_id: str, label: str = "") -> None:
@@ -77,12 +84,12 @@ def bucket_label(upper_bound: float) -> str:
     return "+Inf" if upper_bound == float("inf") else f"{upper_bound:g}"
 
 
-def observe(name: str, region: str, value: float) -> None:
+def _observe(additions: Additions, name: str, region: str, value: float) -> None:
     """Add one observation to a histogram: its bucket, the sum and the count."""
     bound = next((le for le in BUCKETS[name] if value <= le), float("inf"))
-    add(name, region, bucket_label(bound))
-    add(name, region, "sum", value)
-    add(name, region, "count")
+    additions[(name, region, bucket_label(bound))] += 1
+    additions[(name, region, "sum")] += value
+    additions[(name, region, "count")] += 1
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,10 @@ def roll_up(now: datetime) -> RolledUp:
     with transaction.atomic():
         marks = {mark.source: mark for mark in _locked_watermarks()}
         cutoff = now - SETTLE
-        transitions = _roll_transitions(marks["transition"], cutoff)
-        observations = _roll_observations(marks["observation"], cutoff)
+        additions: Additions = defaultdict(float)
+        transitions = _roll_transitions(marks["transition"], cutoff, additions)
+        observations = _roll_observations(marks["observation"], cutoff, additions)
+        _flush(additions)
         for mark in marks.values():
             mark.save(update_fields=["last_id"])
         set_value(ROLLUP_LAST_RUN, now.timestamp())
@@ -131,7 +140,7 @@ def _aware(value: object) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _roll_transitions(mark: TallyWatermark, cutoff: datetime) -> int:
+def _roll_transitions(mark: TallyWatermark, cutoff: datetime, additions: Additions) -> int:
     upper = _settled_end("notify_transition", "at", mark.last_id, cutoff)
     rows = _rows(
         f"""
@@ -145,14 +154,15 @@ def _roll_transitions(mark: TallyWatermark, cutoff: datetime) -> int:
     )
     for _, to_state, at, region, expires_at, has_outcome in rows:
         if to_state == "email_claimed":
-            observe(CLAIM_REMAINING_SECONDS, str(region), (_aware(expires_at) - _aware(at)).total_seconds())
+            remaining = (_aware(expires_at) - _aware(at)).total_seconds()
+            _observe(additions, CLAIM_REMAINING_SECONDS, str(region), remaining)
         elif not has_outcome:
-            add(EXPIRED_WITHOUT_OUTCOME, str(region))
+            additions[(EXPIRED_WITHOUT_OUTCOME, str(region), "")] += 1
     mark.last_id = int(str(rows[-1][0])) if len(rows) == BATCH else upper
     return len(rows)
 
 
-def _roll_observations(mark: TallyWatermark, cutoff: datetime) -> int:
+def _roll_observations(mark: TallyWatermark, cutoff: datetime, additions: Additions) -> int:
     upper = _settled_end("notify_observation", "recorded_at", mark.last_id, cutoff)
     terminal = ", ".join(["%s"] * len(_SMS_TERMINAL))
     rows = _rows(
@@ -172,9 +182,10 @@ def _roll_observations(mark: TallyWatermark, cutoff: datetime) -> int:
     for _, normalized, recorded_at, region, created_at, seen_before, after_fallback in rows:
         if seen_before:
             continue  # a repeated or out-of-order terminal receipt: the first one counted
-        observe(SMS_TERMINAL_SECONDS, str(region), (_aware(recorded_at) - _aware(created_at)).total_seconds())
+        latency = (_aware(recorded_at) - _aware(created_at)).total_seconds()
+        _observe(additions, SMS_TERMINAL_SECONDS, str(region), latency)
         if normalized == "delivered" and after_fallback:
-            add(LATE_SMS_AFTER_FALLBACK, str(region))
+            additions[(LATE_SMS_AFTER_FALLBACK, str(region), "")] += 1
     mark.last_id = int(str(rows[-1][0])) if len(rows) == BATCH else upper
     return len(rows)
 
