@@ -13,6 +13,10 @@ PostgreSQL and Redis. An open-loop client offers ``RATE`` creations per second f
 - fallback lateness: from the moment the email fallback became allowed (the terminal SMS
   failure was recorded, or the deadline D) to the claim, and to the email submit;
 - worker RSS (all pool processes).
+
+With ``profile=True`` (``make bench BENCH=e2e-profile``) py-spy samples the workers and
+the web server through the load window; the summaries are printed and the raw stacks
+kept in ``bench/results/e2e/``.
 """
 
 import asyncio
@@ -32,6 +36,7 @@ import aiohttp
 import redis
 
 from bench import processes
+from bench import profile as profiling
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bench" / "results" / "e2e"
@@ -56,7 +61,7 @@ class Point:
     rss_mb: float
 
 
-def run() -> list[Point]:
+def run(*, profile: bool = False) -> list[Point]:
     from notify.clock import system_clock
     from notify.models import ServiceToken
 
@@ -66,11 +71,15 @@ def run() -> list[Point]:
         _reset()
         token = ServiceToken.issue("e2e", now=system_clock.now())[1]
         with _Stack(workers) as stack:
+            asyncio.run(_warm_up(stack.api_port, token))
             noop = stack.noop_rate()
             window = (_log_time(), "")
             started = time.monotonic()
+            recordings = stack.profile() if profile else []
             created = asyncio.run(_offer(stack.api_port, token))
             window = (window[0], _log_time())
+            for title, recording in recordings:
+                print(profiling.report(f"{title}, {workers} worker(s)", recording.wait()))
             _settle(timeout=90)
             elapsed = time.monotonic() - started
             rss = stack.worker_rss_mb()
@@ -133,8 +142,8 @@ class _Stack:
             "LOG_FORMAT": "json",
             "DJANGO_DEBUG": "0",
         }
-        self._spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{self.api_port}", "-w", "3", "-k", "gthread",
-                            "--threads", "4"])  # fmt: skip
+        self.web = self._spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{self.api_port}",
+                                       "-w", "3", "-k", "gthread", "--threads", "4"])  # fmt: skip
         self.worker = self._spawn(
             f"worker-{self.workers}",
             ["celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", str(self.workers),
@@ -165,6 +174,18 @@ class _Stack:
         )
         self.processes.append(process)
         return process
+
+    def profile(self) -> list[tuple[str, profiling.Recording]]:
+        """Sample the worker pool and the web server (with their children) through the load window."""
+        return [
+            (
+                f"{name} ({'wall time' if wall else 'CPU'})",
+                profiling.Recording(
+                    process.pid, LOGS / f"profile-{name}-{self.workers}.txt", seconds=SECONDS, wall=wall
+                ),
+            )
+            for name, process, wall in (("worker", self.worker, True), ("web", self.web, False))
+        ]
 
     def noop_rate(self) -> float:
         """Tasks per second the same workers run when each task does nothing: the ceiling."""
@@ -203,6 +224,25 @@ def _children(pid: int) -> list[int]:
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
+
+
+async def _warm_up(port: int, token: str) -> None:
+    """Make every web process load its URLconf and compile its validators' regular expressions
+    (each once, a second of CPU in all) before anything is measured: refused creations do it
+    without creating anything."""
+    from notify.simulator.fictional import fictional_phone
+
+    headers = {"Authorization": f"Bearer {token}"}
+    phone = fictional_phone(random.Random(0), "US")  # valid: the email and URL checks run after it
+    body = {"client_key": "warm-up", "purpose": "password_reset", "region": "LOAD", "phone": phone,
+            "email": "warm.up@example.org", "reset_url": "http://plain.example.org/", "ttl_seconds": 40}  # fmt: skip
+    async with aiohttp.ClientSession() as session:
+
+        async def refused() -> None:
+            async with session.post(f"http://127.0.0.1:{port}/api/v1/events", json=body, headers=headers) as response:
+                await response.read()
+
+        await asyncio.gather(*(refused() for _ in range(48)))
 
 
 async def _offer(port: int, token: str) -> int:

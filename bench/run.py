@@ -7,7 +7,7 @@ import django
 
 
 def main(selected: list[str]) -> None:
-    """Run every benchmark, or only those named on the command line (cas, api, console, replay, e2e)."""
+    """Run every benchmark, or only those named on the command line (cas, api, console, replay, e2e, e2e-profile)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from bench import api, cas, console, database, e2e, replay, results
@@ -39,9 +39,9 @@ def main(selected: list[str]) -> None:
         print("replay:")
         rates = replay.run_bench()
         results.record("replay_records_per_s", rates.replayed, "records/s replayed, one core", rates.read)
-    if wanted("e2e"):
+    if wanted("e2e") or wanted("e2e-profile"):
         print("e2e:")
-        for point in e2e.run():
+        for point in e2e.run(profile=wanted("e2e-profile") and bool(selected)):
             n = point.workers
             results.record(f"e2e_{n}w_events_per_s", point.terminal_per_s, "events/s end to end", point.offered_per_s)
             results.record(

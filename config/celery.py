@@ -1,11 +1,30 @@
 """The Celery application: the broker carries wake-up hints, the database holds the truth."""
 
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("reset_delivery")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _database_hygiene(sender: "Task[Any, Any] | None" = None, **kwargs: Any) -> None:
+    """Treat each task as Django treats a request: drop a connection that is broken or past
+    CONN_MAX_AGE, and health-check a kept one before its next use.
+
+    Celery's fixup no longer closes connections per task (CELERY_DB_REUSE_MAX), so without
+    this a connection PostgreSQL dropped would fail the next task's first statement.
+    Eager runs (tests, the embedded demo) share the caller's connection and transaction: left alone.
+    """
+    if sender is not None and getattr(sender.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()

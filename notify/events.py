@@ -8,9 +8,8 @@ from enum import StrEnum
 import phonenumbers
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
-from django.db import IntegrityError, transaction
 
-from notify import machine, vault
+from notify import machine, rows, vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
 from notify.states import Cause, Channel, Purpose, State
 from policies.models import PolicyVersion
@@ -64,8 +63,11 @@ class CreatedEvent:
     created: bool
 
 
-def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
+def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = False) -> CreatedEvent:
     """Persist a new event and its SMS intent, or return the one this request already made.
+
+    ``sends_wake_up``: the caller sends the new event's first wake-up (``tasks.send``) as
+    soon as this commits. Otherwise the event waits for ``tasks.wake`` or the sweeper.
 
     1. Validate and normalize the request (nothing is stored for a refused one).
     2. A (service, client key) seen before returns its event if the request is the
@@ -115,31 +117,30 @@ def create_event(request: ResetRequest, *, now: datetime) -> CreatedEvent:
     )
     decision = machine.decide(event, {start.channel: machine.NEW_CLAIM}, policy, now)
     event.next_action, event.next_action_at, event.act_by = decision.action, decision.due_at, decision.act_by
-    try:
-        with transaction.atomic():
-            event.save(force_insert=True)
-            Claim.objects.create(
-                event=event,
-                channel=start.channel,
-                key=claim_key(start.channel, event.id),
-                created_at=now,
-                updated_at=now,
-            )
-            VaultEntry.objects.create(event=event, ciphertext=vault.seal(destinations), created_at=now)
-            Transition.objects.create(
-                event=event,
-                from_state="",
-                to_state=start.state,
-                version=1,
-                cause=Cause.CREATED,
-                actor=f"service:{request.service}",
-                at=now,
-            )
-    except IntegrityError:
+    if sends_wake_up:
+        # Recorded as pending in the same INSERT, sparing an UPDATE per creation; a hint
+        # sent meanwhile by someone else is then not doubled (see tasks.wake).
+        event.wake_at = now
+    claim = Claim(
+        event=event, channel=start.channel, key=claim_key(start.channel, event.id), created_at=now, updated_at=now
+    )
+    sealed = VaultEntry(event=event, ciphertext=vault.seal(destinations), created_at=now)
+    created = Transition(
+        event=event,
+        from_state="",
+        to_state=start.state,
+        version=1,
+        cause=Cause.CREATED,
+        actor=f"service:{request.service}",
+        at=now,
+    )
+    # Before any outbound request: the event, its first claim, the sealed destinations and
+    # the first transition land together or not at all.
+    if not rows.insert_together(event, ("service", "client_key"), [claim, sealed, created]):
         # A concurrent request with the same client key committed first: it is now the existing one.
         existing = _existing(request, fingerprint)
         if existing is None:
-            raise
+            raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
         return CreatedEvent(existing, created=False)
     return CreatedEvent(event, created=True)
 
@@ -180,7 +181,9 @@ def _starting_point(policy: PolicyVersion, request: ResetRequest, destinations: 
 
 
 def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
-    event = Event.objects.filter(service=request.service, client_key=request.client_key).first()
+    # Raw SQL: every creation asks, and compiling the ORM query cost more CPU than the lookup.
+    found = Event.objects.raw(_BY_CLIENT_KEY, [request.service, request.client_key])
+    event = next(iter(found), None)
     if event is not None and event.request_fingerprint != fingerprint:
         raise EventRefused(
             Refusal.IDEMPOTENCY_CONFLICT,
@@ -188,6 +191,9 @@ def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
             "this client_key was already used with a different request",
         )
     return event
+
+
+_BY_CLIENT_KEY = "SELECT * FROM notify_event WHERE service = %s AND client_key = %s"
 
 
 def _normalized_destinations(request: ResetRequest) -> vault.Destinations:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 
 from notify.machine import ClaimSnapshot, EventSnapshot
 from notify.states import Channel
@@ -106,6 +106,60 @@ def commit(write: Write) -> bool:
         return _commit_in_one_statement(write)
     with transaction.atomic():
         return _commit_step_by_step(write)
+
+
+def insert_together(parent: models.Model, unique: tuple[str, ...], dependents: list[models.Model]) -> bool:
+    """INSERT ``parent`` and the rows that hang on it, all or none; False if ``unique`` is taken.
+
+    The API creates an event with its claim, vault entry and first transition on every
+    request: on PostgreSQL that is one statement (the dependents are inserted only if
+    the parent was), with no ORM query to compile and no transaction round trips. A
+    parent whose ``unique`` columns are taken (a concurrent twin request) inserts nothing.
+    """
+    instances = [parent, *dependents]
+    rows = [(type(instance)._meta.db_table, _model_row(instance)) for instance in instances]
+    (parent_table, parent_row), dependent_rows = rows[0], rows[1:]
+    params = _params(parent_row)
+    conflict = f"ON CONFLICT ({', '.join(unique)}) DO NOTHING"
+    parent_insert = (
+        f"INSERT INTO {parent_table} ({', '.join(parent_row)}) VALUES ({_placeholders(parent_row)}) {conflict}"
+    )
+    if connection.vendor != "postgresql":
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(parent_insert, params)
+            if cursor.rowcount != 1:
+                return False
+            for table, row in dependent_rows:
+                cursor.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({_placeholders(row)})", _params(row))
+        _saved(instances)
+        return True
+    parts = [f"parent AS ({parent_insert} RETURNING 1)"]
+    for number, (table, row) in enumerate(dependent_rows):
+        parts.append(f"d{number} AS (INSERT INTO {table} ({', '.join(row)}) SELECT {_placeholders(row)} FROM parent)")
+        params += _params(row)
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM parent", params)
+        (inserted,) = cursor.fetchone()
+    if inserted == 1:
+        _saved(instances)
+    return bool(inserted == 1)
+
+
+def _saved(instances: list[models.Model]) -> None:
+    # As the ORM marks what it saved: a later save() of one of them is an UPDATE.
+    for instance in instances:
+        instance._state.adding, instance._state.db = False, connection.alias
+
+
+def _model_row(instance: models.Model) -> dict[str, object]:
+    """The column values Django would INSERT for ``instance`` (an unset auto id left to the database)."""
+    row = {}
+    for field in instance._meta.concrete_fields:
+        value = getattr(instance, field.attname)
+        if value is None and field.primary_key:
+            continue
+        row[field.column] = field.get_db_prep_save(value, connection)
+    return row
 
 
 def insert(table: str, row: Mapping[str, object]) -> int:

@@ -12,10 +12,13 @@ from notify.models.service_token import digest
 # "Last used" is for humans auditing tokens: minute precision spares a write per request.
 LAST_USED_PRECISION = timedelta(minutes=1)
 
+_LIVE_TOKEN = "SELECT * FROM notify_servicetoken WHERE digest = %s AND revoked_at IS NULL"
+
 
 class ServiceTokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ServiceToken | None:
-        found = ServiceToken.objects.filter(digest=digest(token), revoked_at__isnull=True).first()
+        # Raw SQL: every request asks, and compiling the ORM query cost more CPU than the lookup.
+        found = next(iter(ServiceToken.objects.raw(_LIVE_TOKEN, [digest(token)])), None)
         if found is None:
             return None
         now = system_clock.now()

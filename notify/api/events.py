@@ -2,8 +2,10 @@
 
 import logging
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Max
 from django.http import Http404, HttpRequest
 from ninja import Router, Status
@@ -57,7 +59,7 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         consent=payload.consent,
     )
     try:
-        outcome = create_event(reset, now=system_clock.now())
+        outcome = create_event(reset, now=system_clock.now(), sends_wake_up=True)
     except EventRefused as refused:
         status = 409 if refused.reason == Refusal.IDEMPOTENCY_CONFLICT else 422
         log.info("api_create", extra={"service": service, "status": status, "error": refused.reason.value})
@@ -65,7 +67,8 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         return Status(status, error_body(refused.reason.value, refused.message, fields))
     event = outcome.event
     if outcome.created:
-        tasks.wake(event.id)
+        # create_event recorded this first wake-up as pending (wake_at): send it, no more.
+        transaction.on_commit(partial(tasks.send, event.id))
     status = 201 if outcome.created else 200
     log.info("api_create", extra={"service": service, "status": status, "event_id": event.id})
     return Status(

@@ -5,6 +5,7 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
 from notify import tallies, tasks
@@ -175,3 +176,40 @@ def test_two_worker_processes_woken_together_send_one_sms(simulator, start_worke
 
     assert states[event.id] == State.SMS_DELIVERED
     assert simulator.control.counts()["sms"][event.id] == 1
+
+
+def _worker_backends(application_name):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            [application_name],
+        )
+        return cursor.fetchall()
+
+
+def test_a_worker_keeps_its_database_connection_across_steps_and_replaces_one_postgresql_dropped(
+    simulator, start_worker
+):
+    # A new connection per task cost a quarter of a worker's step under load (bench
+    # e2e-profile); the kept one must still not outlive PostgreSQL dropping it.
+    fast_policy()
+    # libpq names the worker's sessions, so they can be told from the live server's.
+    worker = start_worker(concurrency=1, PGAPPNAME="reuse-probe")
+    first = scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)])
+    settled(first)
+    [(backend, started)] = wait_for(lambda: _worker_backends("reuse-probe"), timeout=10, message="the kept connection")
+
+    second = scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)])
+    settled(second)
+
+    # The same session served the second event's steps: it was not closed after each task.
+    assert _worker_backends("reuse-probe") == [(backend, started)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
+    third = scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)])
+    # Replaced before use: the step after the drop runs at once, not after a failure and a sweep.
+    assert settled(third, timeout=10)[third.id] == State.SMS_DELIVERED
+    [(replacement, _)] = _worker_backends("reuse-probe")
+    assert replacement != backend
+    assert "Traceback" not in worker.log_text()
