@@ -76,8 +76,10 @@ def run(*, profile: bool = False) -> list[Point]:
             window = (_log_time(), "")
             started = time.monotonic()
             recordings = stack.profile() if profile else []
+            cpu_before = stack.cpu_seconds()
             created = asyncio.run(_offer(stack.api_port, token))
             window = (window[0], _log_time())
+            cpu = {role: used - cpu_before[role] for role, used in stack.cpu_seconds().items()}
             for title, recording in recordings:
                 print(profiling.report(f"{title}, {workers} worker(s)", recording.wait()))
             _settle(timeout=90)
@@ -85,6 +87,7 @@ def run(*, profile: bool = False) -> list[Point]:
             rss = stack.worker_rss_mb()
             steps = stack.steps_between(*window)
         point = _measure(workers, created, elapsed, steps, noop, rss)
+        print(_cpu_budget(cpu, created, steps))
         print(
             f"  {workers} worker(s): created {point.created_per_s:.0f}/s of {RATE:.0f} offered, "
             f"terminal {point.terminal_per_s:.0f}/s, steps {point.steps_per_s:.0f}/s vs no-op "
@@ -93,6 +96,17 @@ def run(*, profile: bool = False) -> list[Point]:
         )
         points.append(point)
     return points
+
+
+def _cpu_budget(cpu: dict[str, float], created: int, steps: int) -> str:
+    """Where the machine's CPU went during the load: each part's share, per creation and per step."""
+    available = SECONDS * (os.cpu_count() or 1)
+    parts = ", ".join(f"{role} {used:.1f}" for role, used in sorted(cpu.items(), key=lambda item: -item[1]))
+    return (
+        f"  CPU during the load: {sum(cpu.values()):.1f} of {available:.0f} core-seconds ({parts}); "
+        f"web {cpu['web'] * 1000 / max(created, 1):.1f} ms per creation, "
+        f"workers {cpu['workers'] * 1000 / max(steps, 1):.1f} ms per step"
+    )
 
 
 def _ms(values: tuple[float, float, float]) -> str:
@@ -149,7 +163,7 @@ class _Stack:
             ["celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", str(self.workers),
              "--without-heartbeat", "--without-gossip", "--without-mingle"],
         )  # fmt: skip
-        self._spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")])
+        self.beat = self._spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")])
         if not processes.wait_for_port(self.api_port):
             raise SystemExit(f"nothing listens on {self.api_port}; see {LOGS}")
         time.sleep(3)  # the pool's processes start
@@ -208,22 +222,26 @@ class _Stack:
                 count += 1
         return count
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by each part of the stack (the database and broker included)."""
+        return {
+            "web": processes.cpu_seconds(self.web.pid),
+            "workers": processes.cpu_seconds(self.worker.pid),
+            "beat": processes.cpu_seconds(self.beat.pid),
+            "simulator": processes.cpu_seconds(self.simulator.process.pid),
+            "postgres": processes.cpu_seconds_of("postgres"),
+            "redis": processes.cpu_seconds_of("redis-server"),
+        }
+
     def worker_rss_mb(self) -> float:
         total = 0
-        for pid in [self.worker.pid, *_children(self.worker.pid)]:
+        for pid in [self.worker.pid, *processes.descendants(self.worker.pid)]:
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
             total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
         return total / 1024
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 async def _warm_up(port: int, token: str) -> None:

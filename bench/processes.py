@@ -1,7 +1,9 @@
 """Small helpers for the benchmarks and the chaos run that start real processes."""
 
+import os
 import socket
 import time
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -20,3 +22,44 @@ def wait_for_port(port: int, *, timeout: float = 30.0) -> bool:
         except OSError:
             time.sleep(0.2)
     return False
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) of ``pid`` and its descendants so far."""
+    return sum(_own_cpu_seconds(member) for member in [pid, *descendants(pid)])
+
+
+def cpu_seconds_of(command_name: str) -> float:
+    """CPU time so far of every process named ``command_name`` (postgres, redis-server)."""
+    return sum(_own_cpu_seconds(pid) for pid in _named(command_name))
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0  # gone
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def descendants(pid: int) -> list[int]:
+    try:
+        children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+    return children + [grandchild for child in children for grandchild in descendants(child)]
+
+
+def _named(command_name: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == command_name:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

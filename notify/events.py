@@ -12,6 +12,7 @@ from django.core.validators import URLValidator, validate_email
 from notify import machine, rows, vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
 from notify.states import Cause, Channel, Purpose, State
+from policies.cache import published_version
 from policies.models import PolicyVersion
 
 
@@ -84,7 +85,7 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
     if existing is not None:
         return CreatedEvent(existing, created=False)
 
-    policy = PolicyVersion.objects.active_for(request.region)
+    policy = published_version(request.region)
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
     start = _starting_point(policy, request, destinations)

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from notify.machine import ClaimSnapshot, EventSnapshot
-from notify.states import Channel
+from notify.states import Channel, ClaimState
 from policies.cache import policy_version
 from policies.models import PolicyVersion
 
@@ -253,3 +253,88 @@ def _commit_step_by_step(write: Write) -> bool:
         with connection.cursor() as cursor:
             cursor.execute(claim_sql, claim_params)
     return True
+
+
+# Leases and the intent to call a provider: every worker step takes, uses and gives back
+# one lease, so each is a single statement here (the ORM's compile and an explicit
+# transaction's round trips cost more than the statement itself).
+
+_TAKE_LEASE = """
+UPDATE notify_event SET lease_owner = %s, lease_expires_at = %s, lease_token = lease_token + 1
+WHERE id = %s AND (lease_expires_at IS NULL OR lease_expires_at <= %s)
+RETURNING lease_token
+"""
+
+
+def take_lease(event_id: str, owner: str, *, expires_at: datetime, now: datetime) -> int | None:
+    """Take the event's lease if it is free or expired; return the new fencing token, or None."""
+    # The condition, the token bump and the read of the new token are one statement: two
+    # takers cannot both see the lease free, and the bump fences out whoever held it before.
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_LEASE, [owner, _param(expires_at), event_id, _param(now)])
+        taken = cursor.fetchone()
+    return None if taken is None else int(taken[0])
+
+
+def release_lease(event_id: str, token: int) -> bool:
+    """Give the event back, unless the lease was taken over (its token bumped) meanwhile."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE notify_event SET lease_owner = '', lease_expires_at = NULL WHERE id = %s AND lease_token = %s",
+            [event_id, token],
+        )
+        return bool(cursor.rowcount == 1)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """Move the claim on ``channel`` from claimed to submitting, and the event's schedule with it,
+    only while the lease (``token``, unexpired at ``now``) and the event's ``version`` still hold."""
+
+    event_id: str
+    channel: Channel
+    token: int
+    version: int
+    now: datetime
+    settle_at: datetime | None
+    schedule: Mapping[str, object]
+
+
+_HELD = "SELECT id FROM notify_event WHERE id = %s AND lease_token = %s AND lease_expires_at > %s AND version = %s"
+_TO_SUBMITTING = (
+    "UPDATE notify_claim SET state = %s, attempts = attempts + 1, submitted_at = COALESCE(submitted_at, %s),"
+    " next_attempt_at = %s, updated_at = %s WHERE channel = %s AND state = %s AND event_id"
+)
+
+
+def record_intent(intent: Intent) -> tuple[bool, bool]:
+    """Commit ``intent``; return (the lease and version held, the claim moved).
+
+    On PostgreSQL one statement: the event row is locked while the lease is checked (a
+    take-over waits until the intent is committed, and then finds the claim submitting),
+    the claim moves only from claimed, and the schedule only if the claim moved.
+    """
+    held = [intent.event_id, intent.token, _param(intent.now), intent.version]
+    now, settle_at = _param(intent.now), _param(intent.settle_at)
+    claim = [ClaimState.SUBMITTING.value, now, settle_at, now, str(intent.channel), ClaimState.CLAIMED.value]
+    schedule = f"UPDATE notify_event SET {_assignments(intent.schedule)} WHERE id"
+    if connection.vendor != "postgresql":
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_HELD, held)
+            if cursor.fetchone() is None:
+                return False, False
+            cursor.execute(f"{_TO_SUBMITTING} = %s", [*claim, intent.event_id])
+            if cursor.rowcount != 1:
+                return True, False
+            cursor.execute(f"{schedule} = %s", [*_params(intent.schedule), intent.event_id])
+            return True, True
+    sql = (
+        f"WITH held AS ({_HELD} FOR UPDATE),"
+        f" claimed AS ({_TO_SUBMITTING} IN (SELECT id FROM held) RETURNING event_id),"
+        f" scheduled AS ({schedule} IN (SELECT event_id FROM claimed) RETURNING id)"
+        " SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM scheduled)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*held, *claim, *_params(intent.schedule)])
+        locked, moved = cursor.fetchone()
+    return bool(locked), bool(moved)

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from django.db import transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 
 from notify import machine, rows, tallies
-from notify.models import Claim, Event, claim_key
+from notify.models import Event, claim_key
 from notify.states import Cause, Channel, ClaimState, Normalized, Source, State
 
 log = logging.getLogger("notify.transitions")
@@ -446,48 +444,29 @@ def begin_submit(
     )
     # What is next if this call's outcome is never recorded: settle the claim at settle_at.
     decision = machine.decide(after.event, after.claims, after.policy, now)
-    with transaction.atomic():
-        # Lock the event row while checking the lease: a take-over waits until this intent
-        # is committed, and then finds the claim SUBMITTING. The version check refuses an
-        # event changed under a stale read (say, expired by the sweeper meanwhile).
-        held = Event.objects.select_for_update().filter(
-            pk=event_id, lease_token=lease.token, lease_expires_at__gt=now, version=base.version
-        )
-        if not list(held.values_list("pk")):
-            return None
-        updated = Claim.objects.filter(event_id=event_id, channel=channel, state=ClaimState.CLAIMED).update(
-            state=ClaimState.SUBMITTING,
-            attempts=F("attempts") + 1,
-            submitted_at=Coalesce(F("submitted_at"), Value(now)),
-            next_attempt_at=settle_at,
-            updated_at=now,
-        )
-        if updated != 1:
-            # The claim is already being submitted (or settled): a second submit is refused.
-            tallies.add_for_event(tallies.SUPPRESSED_DUPLICATE_CLAIMS, event_id, channel)
-            return None
-        schedule = {"next_action": decision.action, "next_action_at": decision.due_at, "act_by": decision.act_by}
-        if hold is not None:
-            schedule["lease_expires_at"] = now + hold
-        Event.objects.filter(pk=event_id).update(**schedule)
+    schedule: dict[str, object] = {
+        "next_action": decision.action.value,
+        "next_action_at": decision.due_at,
+        "act_by": decision.act_by,
+    }
+    if hold is not None:
+        schedule["lease_expires_at"] = now + hold
+    # The version check refuses an event changed under a stale read (say, expired by the sweeper meanwhile).
+    intent = rows.Intent(event_id, channel, lease.token, base.version, now, settle_at, schedule)
+    held, moved = rows.record_intent(intent)
+    if not held:
+        return None
+    if not moved:
+        # The claim is already being submitted (or settled): a second submit is refused.
+        tallies.add_for_event(tallies.SUPPRESSED_DUPLICATE_CLAIMS, event_id, channel)
+        return None
     return after
 
 
 def take_lease(event_id: str, owner: str, *, now: datetime, ttl: timedelta) -> Lease | None:
     """Take the event if its lease is free or expired; return the lease, or None if another holds it."""
-    with transaction.atomic():
-        # The condition and the token bump are one statement: two takers cannot both see
-        # the lease free, and the bump fences out whoever held it before.
-        taken = (
-            Event.objects.filter(pk=event_id)
-            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now))
-            .update(lease_owner=owner, lease_expires_at=now + ttl, lease_token=F("lease_token") + 1)
-        )
-        if taken != 1:
-            return None
-        # Our UPDATE holds the row lock until commit, so the token we read is the one we wrote.
-        token = Event.objects.filter(pk=event_id).values_list("lease_token", flat=True).get()
-    return Lease(owner=owner, token=token)
+    token = rows.take_lease(event_id, owner, expires_at=now + ttl, now=now)
+    return None if token is None else Lease(owner=owner, token=token)
 
 
 def renew_lease(event_id: str, lease: Lease, *, now: datetime, ttl: timedelta) -> bool:
@@ -512,4 +491,4 @@ def release_expired_lease(event_id: str, token: int, *, now: datetime) -> bool:
 
 def release_lease(event_id: str, lease: Lease) -> bool:
     """Give the event back; a no-op if the lease was already taken over."""
-    return Event.objects.filter(pk=event_id, lease_token=lease.token).update(lease_owner="", lease_expires_at=None) == 1
+    return rows.release_lease(event_id, lease.token)

@@ -4,11 +4,19 @@ import pytest
 from django.db import connection
 
 from notify.clock import FakeClock
+from policies.cache import policy_version
 from tests.factories import PolicyVersionFactory
 
 pytest_plugins = ["tests.simulator_process"]
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _forget_cached_policies():
+    # The cache relies on primary keys never being reused; a test's rolled-back transaction
+    # (SQLite's sequence included) can reuse them, so each test starts with it empty.
+    policy_version.cache_clear()
 
 
 @pytest.fixture
