@@ -103,7 +103,7 @@ async def _drive(name: str, port: int, token: str) -> Load:
         while time.monotonic() < stop_at:
             started = time.perf_counter()
             if name == "create":
-                request = session.post(f"{base}/events", json=_body(rng), headers=headers)
+                request = session.post(f"{base}/events", json=creation_body(rng), headers=headers)
             else:
                 request = session.get(f"{base}/whoami", headers=headers)
             async with request as response:
@@ -121,15 +121,16 @@ async def _drive(name: str, port: int, token: str) -> Load:
     return Load(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000)
 
 
-def _body(rng: random.Random) -> dict[str, object]:
+def creation_body(rng: random.Random, *, region: str = "US", ttl_seconds: int = 600) -> dict[str, object]:
+    """A valid ``POST /api/v1/events`` body with a fresh client key and fictional destinations."""
     return {
         "client_key": str(uuid.UUID(int=rng.getrandbits(128))),
         "purpose": "password_reset",
-        "region": "US",
+        "region": region,
         "phone": fictional_phone(rng, "US"),
         "email": f"bench.{rng.randrange(10**9)}@example.org",
         "reset_url": f"https://accounts.example.org/reset/{uuid.UUID(int=rng.getrandbits(128)).hex}",
-        "ttl_seconds": 600,
+        "ttl_seconds": ttl_seconds,
     }
 
 

@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +36,7 @@ import redis
 
 from bench import processes
 from bench import profile as profiling
+from bench.api import creation_body
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bench" / "results" / "e2e"
@@ -45,6 +45,8 @@ WORKER_COUNTS = (1, 2, 4)
 RATE = 100.0
 SECONDS = 20.0
 NOOP_TASKS = 4000
+REGION = "LOAD"  # the benchmark's own policy region
+TTL_SECONDS = 40
 SCALE = {"poll_interval": 2, "sms_budget": 6, "fallback_reserve": 10, "lease_ttl": 5, "email_backoff": 1}
 
 
@@ -119,7 +121,7 @@ def _reset() -> None:
     database.reset_tables()
     # A slower scale than the chaos run's: receipts from the simulator's default profile take seconds.
     database.seconds_scale_policy(
-        "LOAD", **{name: timedelta(seconds=value) for name, value in SCALE.items()}, email_attempt_limit=3
+        REGION, **{name: timedelta(seconds=value) for name, value in SCALE.items()}, email_attempt_limit=3
     )
     redis.Redis.from_url(BROKER).flushdb()
 
@@ -234,26 +236,15 @@ class _Stack:
         }
 
     def worker_rss_mb(self) -> float:
-        total = 0
-        for pid in [self.worker.pid, *processes.descendants(self.worker.pid)]:
-            try:
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-        return total / 1024
+        return processes.rss_mb(self.worker.pid)
 
 
 async def _warm_up(port: int, token: str) -> None:
     """Make every web process load its URLconf and compile its validators' regular expressions
-    (each once, a second of CPU in all) before anything is measured: refused creations do it
-    without creating anything."""
-    from notify.simulator.fictional import fictional_phone
-
+    (each once, a second of CPU in all) before anything is measured: creations refused for
+    their last-checked field (a plain-HTTP reset link) do it without creating anything."""
     headers = {"Authorization": f"Bearer {token}"}
-    phone = fictional_phone(random.Random(0), "US")  # valid: the email and URL checks run after it
-    body = {"client_key": "warm-up", "purpose": "password_reset", "region": "LOAD", "phone": phone,
-            "email": "warm.up@example.org", "reset_url": "http://plain.example.org/", "ttl_seconds": 40}  # fmt: skip
+    body = creation_body(random.Random(0), region=REGION) | {"reset_url": "http://plain.example.org/"}
     async with aiohttp.ClientSession() as session:
 
         async def refused() -> None:
@@ -265,23 +256,13 @@ async def _warm_up(port: int, token: str) -> None:
 
 async def _offer(port: int, token: str) -> int:
     """Offer RATE creations per second for SECONDS (open loop); return how many were accepted."""
-    from notify.simulator.fictional import fictional_phone
-
     rng = random.Random(1)
     headers = {"Authorization": f"Bearer {token}"}
     accepted = 0
 
     async def create(session: aiohttp.ClientSession) -> None:
         nonlocal accepted
-        body = {
-            "client_key": str(uuid.UUID(int=rng.getrandbits(128))),
-            "purpose": "password_reset",
-            "region": "LOAD",
-            "phone": fictional_phone(rng, "US"),
-            "email": f"e2e.{rng.randrange(10**9)}@example.org",
-            "reset_url": f"https://accounts.example.org/reset/{uuid.UUID(int=rng.getrandbits(128)).hex}",
-            "ttl_seconds": 40,
-        }
+        body = creation_body(rng, region=REGION, ttl_seconds=TTL_SECONDS)
         async with session.post(f"http://127.0.0.1:{port}/api/v1/events", json=body, headers=headers) as response:
             text = await response.text()
             if response.status != 201:

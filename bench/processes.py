@@ -45,6 +45,18 @@ def _own_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its descendants (a worker and its pool), in MB."""
+    total_kb = 0
+    for member in [pid, *descendants(pid)]:
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue  # gone
+        total_kb += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    return total_kb / 1024
+
+
 def descendants(pid: int) -> list[int]:
     try:
         children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

@@ -40,12 +40,12 @@ class Recording:
         return self.output
 
 
-def shares(collapsed: Path, *, busy_only: bool = True) -> tuple[int, list[Share]]:
-    """Return the sample count and every frame's inclusive and own share of it.
+def shares(collapsed: Path) -> tuple[int, list[Share]]:
+    """Return the count of busy samples and every frame's inclusive and own share of them.
 
-    With ``busy_only``, samples of threads idle in a wait (a socket read, a sleep, the
-    pool's poll) that no project frame is under are left out, so that the shares answer
-    "where does the CPU and the database time of the work go".
+    Busy: a project frame is on the stack. Samples of threads idle in a wait of their own
+    (the pool's poll, the server's accept loop) are left out, so that the shares answer
+    "where does the time of the work go". py-spy's per-process frames are dropped too.
     """
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
@@ -54,8 +54,8 @@ def shares(collapsed: Path, *, busy_only: bool = True) -> tuple[int, list[Share]
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
-        frames = [_short(frame) for frame in stack.split(";")]
-        if busy_only and not any(_is_project(frame) for frame in frames):
+        frames = [_short(frame) for frame in stack.split(";") if not frame.startswith("process ")]
+        if not any(_is_project(frame) for frame in frames):
             continue
         count = int(count_text)
         total += count
@@ -72,6 +72,7 @@ def report(title: str, collapsed: Path, *, top: int = 14) -> str:
     """Format the project's frames and the heaviest library frames under them, by inclusive share."""
     total, ranked = shares(collapsed)
     lines = [f"  profile {title}: {total} busy samples ({collapsed.name})"]
+    # Frames under every busy sample (a thread's bootstrap, the pool's task runner) say nothing.
     shown = [share for share in ranked if share.inclusive < 0.995][:top]
     lines += [f"    {share.inclusive:6.1%} incl {share.own:6.1%} own  {share.frame}" for share in shown]
     heaviest_own = sorted(ranked, key=lambda share: -share.own)[:6]

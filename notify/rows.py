@@ -121,21 +121,19 @@ def insert_together(parent: models.Model, unique: tuple[str, ...], dependents: l
     (parent_table, parent_row), dependent_rows = rows[0], rows[1:]
     params = _params(parent_row)
     conflict = f"ON CONFLICT ({', '.join(unique)}) DO NOTHING"
-    parent_insert = (
-        f"INSERT INTO {parent_table} ({', '.join(parent_row)}) VALUES ({_placeholders(parent_row)}) {conflict}"
-    )
+    parent_insert = f"{_insert_sql(parent_table, parent_row)} {conflict}"
     if connection.vendor != "postgresql":
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(parent_insert, params)
             if cursor.rowcount != 1:
                 return False
             for table, row in dependent_rows:
-                cursor.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({_placeholders(row)})", _params(row))
+                cursor.execute(_insert_sql(table, row), _params(row))
         _saved(instances)
         return True
     parts = [f"parent AS ({parent_insert} RETURNING 1)"]
     for number, (table, row) in enumerate(dependent_rows):
-        parts.append(f"d{number} AS (INSERT INTO {table} ({', '.join(row)}) SELECT {_placeholders(row)} FROM parent)")
+        parts.append(f"d{number} AS ({_insert_sql(table, row, source='parent')})")
         params += _params(row)
     with connection.cursor() as cursor:
         cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM parent", params)
@@ -165,12 +163,20 @@ def _model_row(instance: models.Model) -> dict[str, object]:
 def insert(table: str, row: Mapping[str, object]) -> int:
     """INSERT one row into one of this app's tables and return its id."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({_placeholders(row)}) RETURNING id",
-            _params(row),
-        )
+        cursor.execute(f"{_insert_sql(table, row)} RETURNING id", _params(row))
         (row_id,) = cursor.fetchone()
     return int(row_id)
+
+
+def _insert_sql(table: str, row: Mapping[str, object], *, source: str = "", link: str = "") -> str:
+    """``INSERT`` of one row's values; with ``source`` (a CTE's name) selected ``FROM`` it, so the
+    row is inserted only if that CTE returned a row; ``link`` is an SQL expression for ``observation_id``."""
+    columns, values = ", ".join(row), _placeholders(row)
+    if link:
+        columns, values = f"{columns}, observation_id", f"{values}, {link}"
+    if source:
+        return f"INSERT INTO {table} ({columns}) SELECT {values} FROM {source}"
+    return f"INSERT INTO {table} ({columns}) VALUES ({values})"
 
 
 def _placeholders(row: Mapping[str, object]) -> str:
@@ -212,12 +218,9 @@ def _commit_in_one_statement(write: Write) -> bool:
         name: str, table: str, row: Mapping[str, object], *, link: str = "", returning: bool = False
     ) -> None:
         # Selecting the values FROM moved inserts the row only if the compare-and-set matched.
-        columns, values = ", ".join(row), _placeholders(row)
-        if link:
-            # The observation's id exists only inside this statement: link the transition to it here.
-            columns, values = f"{columns}, observation_id", f"{values}, {link}"
+        # The observation's id exists only inside this statement: ``link`` ties the transition to it.
         tail = " RETURNING id" if returning else ""
-        parts.append(f"{name} AS (INSERT INTO {table} ({columns}) SELECT {values} FROM moved{tail})")
+        parts.append(f"{name} AS ({_insert_sql(table, row, source='moved', link=link)}{tail})")
         params.extend(_params(row))
 
     if write.observation is not None:

@@ -19,7 +19,10 @@ def policy_version(pk: int) -> PolicyVersion:
 
 def published_version(region: str) -> PolicyVersion | None:
     """Return the region's published version: which one is read afresh (publishing moves it),
-    its content comes from the cache (it never changes). Every creation asks, hence raw SQL."""
+    its content comes from the cache (it never changes). Every creation asks, hence raw SQL.
+
+    The hot path's twin of ``PolicyVersion.objects.active_for``, which the admin and the data
+    files use: it returns a fresh row, whereas the cached object's ``status`` may be stale."""
     with connection.cursor() as cursor:
         cursor.execute(_PUBLISHED, [region, Status.PUBLISHED.value])
         found = cursor.fetchone()
