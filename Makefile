@@ -15,6 +15,8 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	NOTIFY_RECIPIENT_PEPPER=test-only-pepper \
 	TWILIO_ACCOUNT_SID=AC00000000000000000000000000000000 \
 	TWILIO_AUTH_TOKEN=test-only-twilio-token \
+	METRICS_TOKEN=test-only-metrics-token-not-for-production \
+	EMAIL_HOST=127.0.0.1 \
 	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
 .PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench chaos chaos-short demo clean

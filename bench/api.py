@@ -24,7 +24,7 @@ import redis
 from django.core.management import call_command
 
 from bench import processes
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
 from notify.simulator.fictional import fictional_phone
 
@@ -51,7 +51,7 @@ class Figures:
 
 def run() -> Figures:
     call_command("load_policies", verbosity=0)
-    token = ServiceToken.issue("bench", now=system_clock.now())[1]
+    token = ServiceToken.issue("bench", now=current_clock().now())[1]
     port = processes.free_port()
     server = _start_gunicorn(port)
     try:

@@ -64,14 +64,14 @@ class Point:
 
 
 def run(*, profile: bool = False) -> list[Point]:
-    from notify.clock import system_clock
+    from notify.clock import current_clock
     from notify.models import ServiceToken
 
     LOGS.mkdir(parents=True, exist_ok=True)
     points = []
     for workers in WORKER_COUNTS:
         _reset()
-        token = ServiceToken.issue("e2e", now=system_clock.now())[1]
+        token = ServiceToken.issue("e2e", now=current_clock().now())[1]
         with _Stack(workers) as stack:
             asyncio.run(_warm_up(stack.api_port, token))
             noop = stack.noop_rate()

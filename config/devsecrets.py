@@ -22,6 +22,8 @@ def load_or_create(path: Path) -> dict[str, str]:
         "recipient_pepper": lambda: secrets.token_urlsafe(32),
         # Shared by the console (which verifies callback signatures) and the simulator (which signs them).
         "twilio_auth_token": lambda: secrets.token_hex(16),
+        # What a local Prometheus (or curl) presents to scrape /metrics.
+        "metrics_token": lambda: secrets.token_urlsafe(32),
     }
     missing = {name: make() for name, make in wanted.items() if name not in stored}
     if missing:

@@ -5,8 +5,9 @@ cannot be parsed, so a typo fails at start-up instead of at 3 a.m.
 """
 
 import os
+import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -66,3 +67,30 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
         return [item.strip() for item in raw.split(",") if item.strip()]
 
     return _parse(name, list(default or []), parse, "a comma-separated list")
+
+
+class Rate(NamedTuple):
+    """At most ``limit`` per ``seconds``."""
+
+    limit: int
+    seconds: int
+
+
+# The grammar django-ninja reads API_RATE_LIMIT in, so every rate in the settings reads alike.
+_RATE = re.compile(r"(\d+)/(\d*)(s|sec|m|min|h|hour|d|day)")
+_PERIOD_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+
+
+def env_rate(name: str, default: str) -> Rate:
+    """Parse ``<n>/<period>``: ``10/min``, ``20/15min``, ``1000/d``."""
+
+    def parse(raw: str) -> Rate:
+        match = _RATE.fullmatch(raw)
+        if match is None:
+            raise ValueError(raw)
+        rate = Rate(int(match[1]), int(match[2] or 1) * _PERIOD_SECONDS[match[3]])
+        if rate.limit < 1 or rate.seconds < 1:
+            raise ValueError(raw)
+        return rate
+
+    return _parse(name, parse(default), parse, "a rate such as 10/min or 20/15min")

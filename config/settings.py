@@ -13,7 +13,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config import devsecrets
-from config.env import env_bool, env_float, env_int, env_list, env_optional_str, env_str
+from config.env import env_bool, env_float, env_int, env_list, env_optional_str, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("NOTIFY_VAR_DIR", str(BASE_DIR / "var")))
@@ -26,10 +26,16 @@ DEBUG = env_bool("DJANGO_DEBUG", default=EMBEDDED)
 _dev = devsecrets.load_or_create(VAR_DIR / "dev-secrets.json") if EMBEDDED else {}
 
 
-def _dev_only(name: str, dev_key: str) -> str:
+def _embedded_only(name: str, embedded_default: str) -> str:
+    """Return what an unset ``name`` means on the embedded default; production must set it."""
     if EMBEDDED:
-        return _dev[dev_key]
+        return embedded_default
+    # No fallback outside the demo: a guessed secret, account or host fails later and quietly.
     raise ImproperlyConfigured(f"{name} must be set when DATABASE_URL is set")
+
+
+def _dev_only(name: str, dev_key: str) -> str:
+    return _embedded_only(name, _dev.get(dev_key, ""))
 
 
 SECRET_KEY = env_optional_str("DJANGO_SECRET_KEY") or _dev_only("DJANGO_SECRET_KEY", "secret_key")
@@ -45,7 +51,7 @@ SIMULATOR_SMTP_PORT = env_int("SIMULATOR_SMTP_PORT", 2525, minimum=0)
 
 # Providers. On the embedded default both point at the provider simulator
 # (`manage.py run_simulator`); in production TWILIO_API_BASE is unset (the real API).
-TWILIO_ACCOUNT_SID = env_str("TWILIO_ACCOUNT_SID", "AC" + "5" * 32 if EMBEDDED else "")
+TWILIO_ACCOUNT_SID = env_optional_str("TWILIO_ACCOUNT_SID") or _embedded_only("TWILIO_ACCOUNT_SID", "AC" + "5" * 32)
 TWILIO_AUTH_TOKEN = env_optional_str("TWILIO_AUTH_TOKEN") or _dev_only("TWILIO_AUTH_TOKEN", "twilio_auth_token")
 TWILIO_API_BASE = env_optional_str("TWILIO_API_BASE") or (
     f"http://127.0.0.1:{SIMULATOR_HTTP_PORT}" if EMBEDDED else None
@@ -63,23 +69,53 @@ PUBLIC_BASE_URL = PUBLIC_BASE_URL.rstrip("/")
 TWILIO_WEBHOOK_SIGNING_KEY = env_str("TWILIO_WEBHOOK_SIGNING_KEY")
 
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+# Required outside the embedded default, like the Twilio account: a loopback guess would send
+# every fallback email nowhere, noticed only when a reset is already failing.
+EMAIL_HOST = env_optional_str("EMAIL_HOST") or _embedded_only("EMAIL_HOST", "127.0.0.1")
 EMAIL_PORT = env_int("EMAIL_PORT", SIMULATOR_SMTP_PORT if EMBEDDED else 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=not EMBEDDED)
-# Seconds an SMTP exchange may take; a timeout after DATA is an unknown outcome.
+# Seconds one SMTP reply may take; a timeout after DATA is an unknown outcome.
 EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 5.0, minimum=0.1)
+# Seconds the whole SMTP exchange may take, DNS and every reply included. The worker holds
+# its lease for this plus NOTIFY_LEASE_MARGIN, so a slow relay never outlives the lease.
+EMAIL_SEND_DEADLINE = env_float("EMAIL_SEND_DEADLINE", 4 * EMAIL_TIMEOUT, minimum=0.1)
+# The name given in EHLO. Django's default asks DNS for this host's FQDN, a lookup no timeout bounds.
+EMAIL_LOCAL_HOSTNAME = env_str("EMAIL_LOCAL_HOSTNAME", "localhost")
 
-# After an unknown SMS outcome, wait this long before looking the message up, so a
-# message the provider created a moment ago is in its list before absence is concluded.
+# After an unknown SMS outcome, wait this long before the first lookup, so a message the
+# provider created a moment ago has time to show in its list.
 NOTIFY_SMS_LOOKUP_DELAY = timedelta(seconds=env_float("NOTIFY_SMS_LOOKUP_DELAY", 2.0, minimum=0))
+# How long Twilio may go on processing a create our client gave up on (a read timeout, a 502
+# or 504). Twilio documents no bound: its 20500 page says a 500 can be "a timeout in the API"
+# after which the message may still exist, and its own outbound HTTP gives up after 15 s in
+# total. "Not found" proves a message absent only once this much has passed since the submit
+# started (after our own call's bound); before it the worker looks again, and past the
+# fallback deadline it sends the email rather than a second SMS.
+TWILIO_PROCESSING_HORIZON = timedelta(seconds=env_float("TWILIO_PROCESSING_HORIZON", 60.0, minimum=0))
+# Twilio's phone number redaction (an account setting) masks the destination in every API
+# answer: recovery lookups can then find a message but never prove one absent.
+TWILIO_PHONE_REDACTION = env_bool("TWILIO_PHONE_REDACTION", default=False)
+# Taken off every lease, so the holder's last write lands before anyone may take over.
+NOTIFY_LEASE_MARGIN = timedelta(seconds=env_float("NOTIFY_LEASE_MARGIN", 5.0, minimum=0))
+# The name this host's clock offset is reported under in /metrics (default: the host name).
+NOTIFY_HOST_NAME = env_str("NOTIFY_HOST_NAME")
+# Whose clock judges deadlines: "database" (the default: hosts' clocks may disagree, the
+# database is one) or "system" (this host's: a single-host set-up, or tests that freeze time).
+NOTIFY_CLOCK = env_str("NOTIFY_CLOCK", "database")
+if NOTIFY_CLOCK not in ("database", "system"):
+    raise ImproperlyConfigured('NOTIFY_CLOCK must be "database" or "system"')
+# Test runs only: play a host whose wall clock is this many seconds off (the chaos run sets
+# +30 and -30 on two workers). Deadlines are judged on the database's clock regardless.
+NOTIFY_CLOCK_OFFSET = env_float("NOTIFY_CLOCK_OFFSET", 0.0)
 
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin with its login throttled like the console's (runbook/logins.py).
+    "config.apps.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -161,6 +197,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # The internal API: requests per service (shared across processes when REDIS_CACHE_URL is
 # set; per process otherwise), and the largest request body accepted (413 beyond it).
 API_RATE_LIMIT = env_str("API_RATE_LIMIT", "1200/min")
+# Requests without a valid token, per client address: past it the address gets 429 before
+# its token is even looked up, so a flood of bad tokens costs no database query.
+API_AUTH_FAILURES_PER_CLIENT = env_rate("API_AUTH_FAILURES_PER_CLIENT", "30/min")
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("API_MAX_BODY_BYTES", 16 * 1024, minimum=1024)
 _cache_url = env_optional_str("REDIS_CACHE_URL")
 CACHES = {
@@ -183,6 +222,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runbook:events"
 LOGOUT_REDIRECT_URL = "login"
+# Failed console and admin logins allowed per client address and per account name before
+# the login form answers 429 until the window ends. Lower per client than per account, so
+# one address alone can never lock a responder out; the account limit stops guessing
+# spread over many addresses.
+LOGIN_FAILURES_PER_CLIENT = env_rate("LOGIN_FAILURES_PER_CLIENT", "10/15min")
+LOGIN_FAILURES_PER_ACCOUNT = env_rate("LOGIN_FAILURES_PER_ACCOUNT", "20/15min")
 
 # The console serves its scripts (htmx, pinned through django-htmx) and styles itself, so
 # the policy allows nothing but its own origin: no inline script or style, no framing.
@@ -208,6 +253,11 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = HTTPS
 # Prometheus scrapes over the internal network, usually in plain HTTP.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+# The bearer token Prometheus presents for /metrics (runbook/metrics_endpoint.py). Unset in
+# production, /metrics refuses every scrape (403) and `check --deploy` says why: the service
+# keeps delivering resets, the refused scrape shows in Prometheus as `up == 0`, and nothing
+# is ever served without a token. The embedded default generates one (var/dev-secrets.json).
+METRICS_TOKEN = env_optional_str("METRICS_TOKEN") or (_dev["metrics_token"] if EMBEDDED else None)
 SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
@@ -215,6 +265,10 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
 # otherwise claim HTTPS over plain HTTP).
 if env_bool("DJANGO_BEHIND_TLS_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# How many proxies of ours in front append to X-Forwarded-For. The login and API throttles
+# count per client address: the one the outermost of them saw, or REMOTE_ADDR when 0 (the
+# header is then ignored, since any client can send it).
+PROXY_HOPS = env_int("DJANGO_PROXY_HOPS", 0, minimum=0)
 SESSION_COOKIE_HTTPONLY = True
 # A responder's console session lasts one shift.
 SESSION_COOKIE_AGE = env_int("DJANGO_SESSION_SECONDS", 12 * 3600, minimum=300)

@@ -3,14 +3,17 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from notify.api import api
+from runbook.logins import LoginView
+from runbook.metrics_endpoint import metrics
 
 urlpatterns = [
     path("", include("runbook.urls")),
     # Only log in and out: console accounts are managed by staff in the admin.
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/login/", LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("", include("notify.urls")),
-    path("", include("django_prometheus.urls")),
+    # django-prometheus's view, behind the bearer token Prometheus is given.
+    path("metrics", metrics, name="prometheus-django-metrics"),
 ]

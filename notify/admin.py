@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 
 from notify.models import Claim, Event, ServiceToken, Transition
 
@@ -80,10 +82,13 @@ if TYPE_CHECKING:
 else:
     _TokenAdmin = admin.ModelAdmin
 
+# The request attribute a new token travels on, from save_model to response_add.
+_ISSUED_TOKEN = "_issued_service_token"
+
 
 @admin.register(ServiceToken)
 class ServiceTokenAdmin(_TokenAdmin):
-    """Create (the token is shown once, in the confirmation message) and revoke service tokens."""
+    """Create (the token is shown once, on the page answering the creation) and revoke service tokens."""
 
     list_display = ("service", "label", "prefix", "created_at", "last_used_at", "revoked_at")
     list_filter = ("service",)
@@ -105,9 +110,19 @@ class ServiceTokenAdmin(_TokenAdmin):
             return
         issued, token = ServiceToken.issue(obj.service, now=timezone.now(), label=obj.label)
         obj.pk, obj.prefix, obj.digest, obj.created_at = issued.pk, issued.prefix, issued.digest, issued.created_at
-        self.message_user(
-            request, f"Token for {issued.service}: {token} — copy it now, it is not shown again.", messages.WARNING
-        )
+        # Handed to response_add on this request only: a message would carry the token in a
+        # cookie or the session (MESSAGE_STORAGE), and a redirect would need it stored.
+        setattr(request, _ISSUED_TOKEN, token)
+
+    def response_add(
+        self, request: HttpRequest, obj: ServiceToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        """Show the new token in the answer to the POST that created it, and nowhere else."""
+        token: str = getattr(request, _ISSUED_TOKEN)  # every addition issues one (save_model)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "issued": obj, "token": token}
+        response = TemplateResponse(request, "admin/notify/servicetoken/issued.html", context)
+        add_never_cache_headers(response)  # no browser or proxy keeps a copy of the page
+        return response
 
     @admin.action(description="Revoke the selected tokens (effective at once)")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ServiceToken]) -> None:

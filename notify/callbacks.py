@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from twilio.request_validator import HMAC_SHA256, RequestValidator, get_signature_algorithm
 
 from notify import machine, tasks, transitions
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.models import Observation
 from notify.states import Channel, Source
 from notify.transitions import ObservationInput
@@ -56,7 +56,7 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
         raw_payload=json.dumps({key: params[key] for key in KEPT_FIELDS if key in params}, sort_keys=True),
         dedup_key=dedup_key,
     )
-    now = system_clock.now()
+    now = current_clock().now()
     try:
         outcome = transitions.record_receipt(event_id, observation, now=now, actor=ACTOR)
     except IntegrityError:

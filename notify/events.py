@@ -22,6 +22,7 @@ class Refusal(StrEnum):
     INVALID_RESET_URL = "invalid_reset_url"
     INVALID_EXPIRY = "invalid_expiry"
     UNUSABLE_EXPIRY = "unusable_expiry"
+    LIFETIME_TOO_LONG = "lifetime_too_long"
     UNKNOWN_PURPOSE = "unknown_purpose"
     UNKNOWN_REGION = "unknown_region"
     DESTINATION_NOT_ALLOWED = "destination_not_allowed"
@@ -74,8 +75,8 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
     2. A (service, client key) seen before returns its event if the request is the
        same, and is refused as a conflict if it differs.
     3. Resolve the region's active policy; refuse what it does not allow (missing
-       consent, a destination outside its countries) and an expiry that leaves
-       no usable action budget.
+       consent, a destination outside its countries), an expiry that leaves no
+       usable action budget, and one past the policy's longest lifetime.
     4. In one transaction, before any outbound request: the event, the claim on
        its first channel, the sealed destinations and the first transition.
     """
@@ -97,6 +98,14 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
             "expires_at",
             f"the reset must live longer than {shortest.total_seconds():g}s "
             f"to leave an action budget under policy {policy}",
+        )
+    # The vault keeps the destinations and the link until expiry + vault_retention: the
+    # policy, not the caller, decides how far away that may be.
+    if expires_at - now > policy.max_lifetime:
+        raise EventRefused(
+            Refusal.LIFETIME_TOO_LONG,
+            "expires_at",
+            f"the reset may live at most {policy.max_lifetime.total_seconds():g}s under policy {policy}",
         )
 
     event = Event(

@@ -66,8 +66,10 @@ OBSERVATION_CLAIM_STATES: Mapping[tuple[Channel, Normalized], ClaimState] = {
             (Normalized.TRANSIENT_ERROR, ClaimState.CLAIMED),
         )
     },
+    **{(channel, Normalized.CONFIGURATION_ERROR): ClaimState.CLAIMED for channel in Channel},
     (Channel.SMS, Normalized.UNKNOWN_OUTCOME): ClaimState.SUBMITTING,
     (Channel.EMAIL, Normalized.UNKNOWN_OUTCOME): ClaimState.CLAIMED,
+    (Channel.EMAIL, Normalized.POSSIBLE_DUPLICATE): ClaimState.CLAIMED,
 }
 
 
@@ -226,6 +228,15 @@ def minimum_lifetime(policy: PolicyVersion, state: State, fallback_available: bo
     if state == State.SMS_REQUESTED and fallback_available:
         needed = max(needed, policy.fallback_reserve)
     return needed
+
+
+def email_has_useful_life(event: EventFacts, policy: PolicyVersion, now: datetime) -> bool:
+    """Return whether an email started now can still reach the subscriber before the link expires.
+
+    The email step's configured cost (submit and record) must fit before expiry: later, the
+    message would arrive with a dead link, or with too little life to act on it.
+    """
+    return now < event.expires_at - time_needed(State.EMAIL_CLAIMED, policy, True)
 
 
 def observation_target(channel: Channel, normalized: Normalized) -> State | None:

@@ -8,11 +8,12 @@ values as parameters; column names come from this module, never from input.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, models, transaction
 
+from notify.clock import parse_database_time
 from notify.machine import ClaimSnapshot, EventSnapshot
 from notify.states import Channel, ClaimState
 from policies.cache import policy_version
@@ -55,6 +56,20 @@ def load(event_id: str) -> Loaded:
     with connection.cursor() as cursor:
         cursor.execute(_LOAD, [event_id])
         rows = cursor.fetchall()
+    return _loaded(event_id, rows)
+
+
+def load_timed(event_id: str) -> tuple[Loaded, datetime]:
+    """Return the event and the database's time as it read it (a worker step measures its clock by it)."""
+    clock_sql, _ = database_time(None)
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD.replace("SELECT ", f"SELECT {clock_sql}, ", 1), [event_id])
+        rows = cursor.fetchall()
+    loaded = _loaded(event_id, [row[1:] for row in rows])
+    return loaded, parse_database_time(rows[0][0])
+
+
+def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
     if not rows:
         raise LookupError(f"no event {event_id}")
     first = rows[0]
@@ -261,22 +276,81 @@ def _commit_step_by_step(write: Write) -> bool:
 # Leases and the intent to call a provider: every worker step takes, uses and gives back
 # one lease, so each is a single statement here (the ORM's compile and an explicit
 # transaction's round trips cost more than the statement itself).
+#
+# Lease times are the database's, computed inside the statements: hosts' clocks disagree,
+# and a worker whose clock ran ahead would otherwise take over a lease still held, or one
+# running behind keep writing under a lease already expired. ``at`` pins the time instead
+# (a test's fake clock, which stands for the database's); None, in production, means the
+# database's own clock.
 
-_TAKE_LEASE = """
-UPDATE notify_event SET lease_owner = %s, lease_expires_at = %s, lease_token = lease_token + 1
-WHERE id = %s AND (lease_expires_at IS NULL OR lease_expires_at <= %s)
-RETURNING lease_token
-"""
+_DATABASE_NOW = {
+    "postgresql": "statement_timestamp()",
+    # SQLite keeps datetimes as ISO text; its clock is the host's (it is embedded).
+    "sqlite": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')",
+}
+_DATABASE_LATER = {
+    "postgresql": "(statement_timestamp() + %s)",
+    "sqlite": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', %s)",
+}
 
 
-def take_lease(event_id: str, owner: str, *, expires_at: datetime, now: datetime) -> int | None:
+def database_time(at: datetime | None, plus: timedelta | None = None) -> tuple[str, list[Any]]:
+    """Return the SQL (and its parameters) for the database's time now, or ``plus`` from now."""
+    if at is not None:
+        return "%s", [_param(at + (plus or timedelta(0)))]
+    if plus is None:
+        return _DATABASE_NOW[connection.vendor], []
+    if connection.vendor == "postgresql":
+        return _DATABASE_LATER["postgresql"], [plus]
+    return _DATABASE_LATER["sqlite"], [f"{plus.total_seconds():+.6f} seconds"]
+
+
+def take_lease(event_id: str, owner: str, *, ttl: timedelta, at: datetime | None) -> int | None:
     """Take the event's lease if it is free or expired; return the new fencing token, or None."""
     # The condition, the token bump and the read of the new token are one statement: two
     # takers cannot both see the lease free, and the bump fences out whoever held it before.
-    with connection.cursor() as cursor:
-        cursor.execute(_TAKE_LEASE, [owner, _param(expires_at), event_id, _param(now)])
-        taken = cursor.fetchone()
+    taken = _lease_update(
+        "lease_owner = %s, lease_expires_at = {later}, lease_token = lease_token + 1",
+        "(lease_expires_at IS NULL OR lease_expires_at <= {now}) RETURNING lease_token",
+        event_id, at=at, ttl=ttl, before=[owner],
+    )  # fmt: skip
     return None if taken is None else int(taken[0])
+
+
+def renew_lease(event_id: str, token: int, *, ttl: timedelta, at: datetime | None) -> bool:
+    """Extend a lease still held (not expired, not taken over) to ``ttl`` from now."""
+    condition = "lease_token = %s AND lease_expires_at > {now} RETURNING id"
+    return _lease_update("lease_expires_at = {later}", condition, event_id, at=at, ttl=ttl, after=[token]) is not None
+
+
+def release_expired_lease(event_id: str, token: int, *, at: datetime | None) -> bool:
+    """Free a lease that expired under fencing ``token`` and bump the token; False if it still holds."""
+    assignments = "lease_owner = '', lease_expires_at = NULL, lease_token = lease_token + 1"
+    condition = "lease_token = %s AND lease_expires_at <= {now} RETURNING id"
+    return _lease_update(assignments, condition, event_id, at=at, after=[token]) is not None
+
+
+def _lease_update(
+    assignments: str,
+    condition: str,
+    event_id: str,
+    *,
+    at: datetime | None,
+    ttl: timedelta | None = None,
+    before: list[Any] | None = None,
+    after: list[Any] | None = None,
+) -> tuple[Any, ...] | None:
+    """Run ``UPDATE notify_event SET assignments WHERE id = %s AND condition`` with ``{now}`` and
+    ``{later}`` (now + ``ttl``) as the database's time; ``before`` and ``after`` are the other
+    parameters either side of the id. Return the row it returned, if any."""
+    now, now_params = database_time(at)
+    later, later_params = database_time(at, ttl) if ttl is not None else ("", [])
+    sql = f"UPDATE notify_event SET {assignments} WHERE id = %s AND {condition}".format(now=now, later=later)
+    params = [*(before or []), *later_params, event_id, *(after or []), *now_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
 
 
 def release_lease(event_id: str, token: int) -> bool:
@@ -292,22 +366,20 @@ def release_lease(event_id: str, token: int) -> bool:
 @dataclass(frozen=True)
 class Intent:
     """Move the claim on ``channel`` from claimed to submitting, and the event's schedule with it,
-    only while the lease (``token``, unexpired at ``now``) and the event's ``version`` still hold."""
+    only while the lease (``token``, unexpired) and the event's ``version`` still hold.
+
+    The lease is extended by ``hold`` and the claim becomes due for settling ``settle_after``
+    from now, both on the database's clock (or ``at``, a test's pinned time).
+    """
 
     event_id: str
     channel: Channel
     token: int
     version: int
-    now: datetime
-    settle_at: datetime | None
+    at: datetime | None
+    hold: timedelta
+    settle_after: timedelta
     schedule: Mapping[str, object]
-
-
-_HELD = "SELECT id FROM notify_event WHERE id = %s AND lease_token = %s AND lease_expires_at > %s AND version = %s"
-_TO_SUBMITTING = (
-    "UPDATE notify_claim SET state = %s, attempts = attempts + 1, submitted_at = COALESCE(submitted_at, %s),"
-    " next_attempt_at = %s, updated_at = %s WHERE channel = %s AND state = %s AND event_id"
-)
 
 
 def record_intent(intent: Intent) -> tuple[bool, bool]:
@@ -317,27 +389,41 @@ def record_intent(intent: Intent) -> tuple[bool, bool]:
     take-over waits until the intent is committed, and then finds the claim submitting),
     the claim moves only from claimed, and the schedule only if the claim moved.
     """
-    held = [intent.event_id, intent.token, _param(intent.now), intent.version]
-    now, settle_at = _param(intent.now), _param(intent.settle_at)
-    claim = [ClaimState.SUBMITTING.value, now, settle_at, now, str(intent.channel), ClaimState.CLAIMED.value]
-    schedule = f"UPDATE notify_event SET {_assignments(intent.schedule)} WHERE id"
+    now, now_params = database_time(intent.at)
+    settle, settle_params = database_time(intent.at, intent.settle_after)
+    expiry, expiry_params = database_time(intent.at, intent.hold)
+    held_sql = (
+        f"SELECT id FROM notify_event WHERE id = %s AND lease_token = %s AND lease_expires_at > {now} AND version = %s"
+    )
+    held = [intent.event_id, intent.token, *now_params, intent.version]
+    claim_sql = (
+        f"UPDATE notify_claim SET state = %s, attempts = attempts + 1, submitted_at = COALESCE(submitted_at, {now}),"
+        f" attempt_started_at = {now}, next_attempt_at = {settle}, updated_at = {now}"
+        " WHERE channel = %s AND state = %s AND event_id"
+    )
+    claim = [
+        ClaimState.SUBMITTING.value, *now_params, *now_params, *settle_params, *now_params,
+        str(intent.channel), ClaimState.CLAIMED.value,
+    ]  # fmt: skip
+    schedule_sql = f"UPDATE notify_event SET {_assignments(intent.schedule)}, lease_expires_at = {expiry} WHERE id"
+    schedule = [*_params(intent.schedule), *expiry_params]
     if connection.vendor != "postgresql":
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_HELD, held)
+            cursor.execute(held_sql, held)
             if cursor.fetchone() is None:
                 return False, False
-            cursor.execute(f"{_TO_SUBMITTING} = %s", [*claim, intent.event_id])
+            cursor.execute(f"{claim_sql} = %s", [*claim, intent.event_id])
             if cursor.rowcount != 1:
                 return True, False
-            cursor.execute(f"{schedule} = %s", [*_params(intent.schedule), intent.event_id])
+            cursor.execute(f"{schedule_sql} = %s", [*schedule, intent.event_id])
             return True, True
     sql = (
-        f"WITH held AS ({_HELD} FOR UPDATE),"
-        f" claimed AS ({_TO_SUBMITTING} IN (SELECT id FROM held) RETURNING event_id),"
-        f" scheduled AS ({schedule} IN (SELECT event_id FROM claimed) RETURNING id)"
+        f"WITH held AS ({held_sql} FOR UPDATE),"
+        f" claimed AS ({claim_sql} IN (SELECT id FROM held) RETURNING event_id),"
+        f" scheduled AS ({schedule_sql} IN (SELECT event_id FROM claimed) RETURNING id)"
         " SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM scheduled)"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*held, *claim, *_params(intent.schedule)])
+        cursor.execute(sql, [*held, *claim, *schedule])
         locked, moved = cursor.fetchone()
     return bool(locked), bool(moved)

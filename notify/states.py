@@ -37,6 +37,12 @@ class Normalized(models.TextChoices):
     TERMINAL_FAILURE = "terminal_failure"
     TRANSIENT_ERROR = "transient_error"
     UNKNOWN_OUTCOME = "unknown_outcome"
+    # The worker sending an email was lost mid-send (a takeover found the claim submitting):
+    # whether the relay took that message cannot be known, so the resend may be a second copy.
+    POSSIBLE_DUPLICATE = "possible_duplicate"
+    # The provider refused our account or credentials: nothing was sent, and nothing will be
+    # until an operator fixes the configuration (paged at once, once per region).
+    CONFIGURATION_ERROR = "configuration_error"
     NOTE = "note"
 
 

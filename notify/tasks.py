@@ -13,7 +13,7 @@ from django.db.models import Q
 from kombu.exceptions import OperationalError
 
 from notify import retention, sweeper, tallies, worker
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.models import Event
 from notify.transports import configured
 
@@ -26,7 +26,7 @@ _HOST = f"{socket.gethostname()}:{os.getpid()}"
 def advance(event_id: str) -> str:
     """Do what is due for one event now, then schedule its next wake-up."""
     owner = f"{_HOST}:{advance.request.id or 'inline'}"
-    report = worker.advance(event_id, transports=configured(), clock=system_clock, owner=owner)
+    report = worker.advance(event_id, transports=configured(), clock=current_clock(), owner=owner)
     if report.wake_after is not None:
         wake(event_id, countdown=report.wake_after.total_seconds())
     return report.outcome
@@ -41,7 +41,7 @@ def wake(event_id: str, *, countdown: float = 0.0) -> None:
     """
 
     def send_unless_pending() -> None:
-        now = system_clock.now()
+        now = current_clock().now()
         at = now + timedelta(seconds=countdown)
         no_earlier_hint = Q(wake_at__isnull=True) | Q(wake_at__lte=now) | Q(wake_at__gt=at)
         if Event.objects.filter(no_earlier_hint, pk=event_id).update(wake_at=at):
@@ -65,7 +65,7 @@ def send(event_id: str, *, countdown: float = 0.0) -> None:
 @shared_task(name="notify.sweep")
 def sweep() -> dict[str, int]:
     """Expire or re-enqueue due events whose wake-up was lost (run by beat)."""
-    now = system_clock.now()
+    now = current_clock().now()
     swept = sweeper.sweep(
         now,
         enqueue=send,  # the sweeper marked them woken itself
@@ -82,10 +82,10 @@ def sweep() -> dict[str, int]:
 @shared_task(name="notify.roll_up_metrics")
 def roll_up_metrics() -> dict[str, int]:
     """Count what the history gained since the last roll-up, for /metrics."""
-    return dataclasses.asdict(tallies.roll_up(system_clock.now()))
+    return dataclasses.asdict(tallies.roll_up(current_clock().now()))
 
 
 @shared_task(name="notify.purge_retained_data")
 def purge_retained_data() -> dict[str, int]:
     """Apply the policies' retention periods (run periodically by beat)."""
-    return dataclasses.asdict(retention.purge(system_clock.now()))
+    return dataclasses.asdict(retention.purge(current_clock().now()))

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from django.db.models import F, Q
-
 from notify import machine, rows, tallies
-from notify.models import Event, claim_key
+from notify.models import claim_key
 from notify.states import Cause, Channel, ClaimState, Normalized, Source, State
 
 log = logging.getLogger("notify.transitions")
@@ -115,6 +113,37 @@ def expiry_change(loaded: rows.Loaded, now: datetime) -> Change | None:
     return Change(State.EXPIRED, Cause.DEADLINE)
 
 
+def not_listed(started_at: datetime, now: datetime, *, proof_after: timedelta, first_wait: timedelta,
+               longest_wait: timedelta) -> ObservationInput:  # fmt: skip
+    """What a lookup that did not list the SMS proves, for a submit that began at ``started_at``.
+
+    Absence, once ``proof_after`` (our call's bound and the provider's processing horizon)
+    has passed since the submit began: the claim goes back to claimed and is sent again.
+    Before that, nothing: the provider may still be creating the message, so the claim stays
+    unresolved and is looked up again, at a backoff that grows with the time since the
+    submit, the last look at the moment proof is possible. If that moment lies past the
+    fallback deadline D, ``machine.decide`` claims the email at D instead: never a second SMS.
+    """
+    proven_at = started_at + proof_after
+    if now >= proven_at:
+        return ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.TRANSIENT_ERROR, "not_found")
+    wait = min(longest_wait, max(first_wait, (now - started_at) / 2))
+    note = f"absence provable from {proven_at.isoformat(timespec='seconds')}"
+    return ObservationInput(
+        Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "not_listed_yet", note=note,
+        retry_at=min(proven_at, now + wait),
+    )  # fmt: skip
+
+
+NO_USEFUL_LIFE = ObservationInput(
+    Channel.EMAIL,
+    Source.SUBMIT,
+    Normalized.TERMINAL_FAILURE,
+    "no_useful_life",
+    note="not sent: the link would expire before the email could be of use",
+)
+
+
 @dataclass(frozen=True)
 class Advanced:
     """The event after one change and/or observation, before anything is written."""
@@ -187,12 +216,16 @@ def record_receipt(
 
     A delivery reported while the SMS still waits for its submit's answer (a receipt
     faster than the response, or a submit whose response was lost) proves the
-    acceptance too: that is recorded first, so the delivery then applies instead of
-    being kept as evidence only.
+    acceptance too: that is recorded first, so the delivery then applies (or, if the
+    event moved on to the email meanwhile, the claim records both) instead of being
+    kept as evidence only.
     """
     if observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED:
         loaded = known if known is not None else rows.load(event_id)
-        if loaded.event.state == State.SMS_REQUESTED:
+        sms = loaded.claims.get(Channel.SMS)
+        # Waiting for the submit's answer, or for proof either way after an unknown outcome
+        # (the event may have moved on to the email meanwhile): a delivery settles it.
+        if loaded.event.state == State.SMS_REQUESTED or (sms is not None and sms.state == ClaimState.SUBMITTING):
             implied = dataclasses.replace(
                 observation,
                 normalized=Normalized.ACCEPTED,
@@ -288,6 +321,8 @@ def _apply(
         change = plan(loaded)
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
         if rows.commit(write):
+            if observation is not None and _late_sms(loaded, observation):
+                tallies.add_for_event(tallies.LATE_SMS_ACCEPTANCES, event_id)
             if change is None:
                 return Outcome(Result.NOT_ALLOWED, after)
             log.info(
@@ -304,6 +339,28 @@ def _apply(
             return Outcome(Result.APPLIED, after)
         loaded = None
     raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
+
+
+_PROVIDER_HAS_IT = frozenset(
+    {Normalized.ACCEPTED, Normalized.PENDING, Normalized.DELIVERED, Normalized.TERMINAL_FAILURE}
+)
+
+
+def _late_sms(loaded: rows.Loaded, observation: ObservationInput) -> bool:
+    """Whether this report shows an SMS to exist that the event stopped waiting for.
+
+    The submit's outcome was never settled (no proof of presence or absence by D) and the
+    event moved on to the email: the message turning up now is evidence, and counted. The
+    version guard lets one such report per event be the first, so none is counted twice.
+    """
+    sms = loaded.claims.get(Channel.SMS)
+    return (
+        observation.channel == Channel.SMS
+        and observation.normalized in _PROVIDER_HAS_IT
+        and sms is not None
+        and sms.state == ClaimState.SUBMITTING
+        and loaded.event.state != State.SMS_REQUESTED
+    )
 
 
 def _write(
@@ -421,10 +478,11 @@ def begin_submit(
     channel: Channel,
     *,
     now: datetime,
+    at: datetime | None,
     lease: Lease,
     known: rows.Loaded | None = None,
     hold: timedelta | None = None,
-    settle_at: datetime | None = None,
+    settle_after: timedelta = timedelta(0),
 ) -> rows.Loaded | None:
     """Record the intent to call the provider (claim ``claimed -> submitting``) before calling it.
 
@@ -434,11 +492,14 @@ def begin_submit(
     dies mid-call leaves the claim SUBMITTING, and whoever comes next settles it
     (looks the message up) instead of sending it again.
 
-    ``hold`` extends the lease to cover the call, and ``settle_at`` is when the claim
-    becomes due for settling: no later worker may act on the claim while the call
-    could still be in flight.
+    ``hold`` (default: the policy's lease) is how long the lease is kept from now, to
+    cover the call, and ``settle_after`` when the claim becomes due for settling: no later
+    worker may act on the claim while the call could still be in flight. Both are counted
+    on the database's clock (``at`` pins it in tests); ``now`` is the caller's reading of
+    it, for the schedule.
     """
     base = known if known is not None else rows.load(event_id)
+    settle_at = now + settle_after
     after = dataclasses.replace(
         base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
     )
@@ -449,10 +510,10 @@ def begin_submit(
         "next_action_at": decision.due_at,
         "act_by": decision.act_by,
     }
-    if hold is not None:
-        schedule["lease_expires_at"] = now + hold
     # The version check refuses an event changed under a stale read (say, expired by the sweeper meanwhile).
-    intent = rows.Intent(event_id, channel, lease.token, base.version, now, settle_at, schedule)
+    intent = rows.Intent(
+        event_id, channel, lease.token, base.version, at, hold or base.policy.lease_ttl, settle_after, schedule
+    )
     held, moved = rows.record_intent(intent)
     if not held:
         return None
@@ -463,30 +524,29 @@ def begin_submit(
     return after
 
 
-def take_lease(event_id: str, owner: str, *, now: datetime, ttl: timedelta) -> Lease | None:
+# The lease functions judge expiry on the database's clock (see ``notify.rows``): ``at`` is
+# None in production, or a test's fake time, which stands for the database's.
+
+
+def take_lease(event_id: str, owner: str, *, at: datetime | None, ttl: timedelta) -> Lease | None:
     """Take the event if its lease is free or expired; return the lease, or None if another holds it."""
-    token = rows.take_lease(event_id, owner, expires_at=now + ttl, now=now)
+    token = rows.take_lease(event_id, owner, ttl=ttl, at=at)
     return None if token is None else Lease(owner=owner, token=token)
 
 
-def renew_lease(event_id: str, lease: Lease, *, now: datetime, ttl: timedelta) -> bool:
+def renew_lease(event_id: str, lease: Lease, *, at: datetime | None, ttl: timedelta) -> bool:
     """Extend a lease still held: not expired, not taken over."""
-    held = Q(pk=event_id, lease_token=lease.token, lease_expires_at__gt=now)
-    return Event.objects.filter(held).update(lease_expires_at=now + ttl) == 1
+    return rows.renew_lease(event_id, lease.token, ttl=ttl, at=at)
 
 
-def release_expired_lease(event_id: str, token: int, *, now: datetime) -> bool:
+def release_expired_lease(event_id: str, token: int, *, at: datetime | None) -> bool:
     """Free a lease whose holder let it expire; False if it was renewed, taken over or freed.
 
     ``token`` is the fencing token the caller saw: a lease taken over since then is
     someone else's live lease and stays. The token is bumped, so the stale holder,
     should it come back, can no longer write.
     """
-    expired = Q(pk=event_id, lease_token=token, lease_expires_at__lte=now)
-    return (
-        Event.objects.filter(expired).update(lease_owner="", lease_expires_at=None, lease_token=F("lease_token") + 1)
-        == 1
-    )
+    return rows.release_expired_lease(event_id, token, at=at)
 
 
 def release_lease(event_id: str, lease: Lease) -> bool:

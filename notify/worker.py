@@ -17,13 +17,23 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from notify import machine, messages, rows, transitions, vault
+from notify import machine, messages, rows, tallies, transitions, vault
 from notify.clock import Clock
-from notify.models import Claim, VaultEntry
+from notify.models import Claim, Event, VaultEntry
 from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transitions import Lease, ObservationInput, Outcome, Result
-from notify.transports import Transports, call_bound
-from notify.transports.base import PermanentError, Receipt, SmsMessage, TransientError, TransportError, UnknownOutcome
+from notify.transports import Transports, call_bound, lease_hold
+from notify.transports.base import (
+    ConfigurationError,
+    Neighbours,
+    PermanentError,
+    Receipt,
+    SmsMessage,
+    TransientError,
+    TransportError,
+    UnknownOutcome,
+)
+from policies.models import LONGEST_LIFETIME
 
 log = logging.getLogger("notify.worker")
 
@@ -68,16 +78,19 @@ def advance(
     4. Release the lease.
     """
     started = time.monotonic()
-    now = clock.now()
     try:
-        loaded = rows.load(event_id)
+        # The read carries the database's time: every step re-anchors the clock to it, so a
+        # host whose wall clock is off still judges D, expiry and due times on the database's.
+        loaded, database_time = rows.load_timed(event_id)
     except LookupError:
         return StepReport(event_id, "gone", (), NextAction.NONE, None)
+    clock.sync(database_time, started, time.monotonic())
+    now = clock.now()
     decision = machine.decide(loaded.event, loaded.claims, loaded.policy, now)
     if not _due(decision, now):
         wake_after = _wake_after(decision, now, loaded.policy.poll_interval)
         return StepReport(event_id, "not_due", (), decision.action, decision.due_at, wake_after)
-    lease = transitions.take_lease(event_id, owner, now=now, ttl=loaded.policy.lease_ttl)
+    lease = transitions.take_lease(event_id, owner, at=clock.pinned(), ttl=loaded.policy.lease_ttl)
     if lease is None:
         return StepReport(event_id, "busy", (), decision.action, decision.due_at)
     step = _Step(event_id, lease, transports, clock, dataclasses.replace(loaded, lease_token=lease.token))
@@ -93,7 +106,7 @@ def advance(
             if now >= renew_after:
                 # A step of several actions can outlast the lease; renew it between them so
                 # that no other worker takes over (and recovers) an event still in hand.
-                if not transitions.renew_lease(event_id, lease, now=now, ttl=ttl):
+                if not transitions.renew_lease(event_id, lease, at=clock.pinned(), ttl=ttl):
                     raise Ended
                 renew_after = now + ttl / 2
             done.append(decision.action)
@@ -128,6 +141,13 @@ def _wake_after(decision: machine.Decision, now: datetime, longest: timedelta) -
     return min(max(decision.due_at - now, timedelta(0)), longest)
 
 
+# Outcomes worth a counter of their own in /metrics (by channel).
+_COUNTED = {
+    Normalized.POSSIBLE_DUPLICATE: tallies.POSSIBLE_DUPLICATE_EMAILS,
+    Normalized.CONFIGURATION_ERROR: tallies.CONFIGURATION_ERRORS,
+}
+
+
 def _due(decision: machine.Decision, now: datetime) -> bool:
     return decision.action != NextAction.NONE and decision.due_at is not None and decision.due_at <= now
 
@@ -146,6 +166,7 @@ def _from_receipt(channel: Channel, source: Source, receipt: Receipt) -> Observa
 def _from_error(channel: Channel, source: Source, error: TransportError, retry_at: datetime | None) -> ObservationInput:
     normalized = {
         TransientError: Normalized.TRANSIENT_ERROR,
+        ConfigurationError: Normalized.CONFIGURATION_ERROR,
         PermanentError: Normalized.REJECTED,
         UnknownOutcome: Normalized.UNKNOWN_OUTCOME,
     }[type(error)]
@@ -158,6 +179,34 @@ def _destinations(event_id: str) -> vault.Destinations:
 
 def _claim(event_id: str, channel: Channel) -> Claim:
     return Claim.objects.get(event_id=event_id, channel=channel)
+
+
+# How far back a lookup's neighbours are sought: past the adapter's own window (a few
+# minutes before the first submit) and the processing horizon of any neighbour's submit.
+_NEIGHBOUR_WINDOW = timedelta(hours=1)
+
+
+def _neighbours(event_id: str, since: datetime) -> Neighbours:
+    """Our other SMS to the same destination around ``since``: their known ids, and how many we sent blind.
+
+    A claim submitting without a provider id may have created a message we cannot name;
+    one back to claimed or failed without an id sent nothing (absence was proven, or the
+    provider refused it).
+    """
+    recipient = Event.objects.filter(pk=event_id).values_list("sms_recipient_ref", flat=True)
+    others = (
+        Claim.objects.filter(
+            channel=Channel.SMS,
+            event__sms_recipient_ref__in=recipient,
+            event__created_at__gte=since - _NEIGHBOUR_WINDOW - LONGEST_LIFETIME,
+            attempt_started_at__gte=since - _NEIGHBOUR_WINDOW,
+        )
+        .exclude(event_id=event_id)
+        .values_list("provider_ref", "state")
+    )
+    sids = frozenset(ref for ref, _ in others if ref)
+    unidentified = sum(1 for ref, state in others if not ref and state == ClaimState.SUBMITTING)
+    return Neighbours(sids, unidentified)
 
 
 class _Step:
@@ -203,13 +252,17 @@ class _Step:
     def _observe(self, observation: ObservationInput) -> None:
         now = self.clock.now()
         self._landed(transitions.record_receipt(self.event_id, observation, now=now, **self._as_holder()))
+        counted = _COUNTED.get(observation.normalized)
+        if counted is not None:
+            tallies.add_for_event(counted, self.event_id, observation.channel)
 
     def _begin(self, channel: Channel, now: datetime) -> None:
         """Commit the intent (claim ``submitting``) before the remote call, holding the lease through it.
 
         A crash from here on leaves the claim SUBMITTING; the next worker settles it (SMS:
-        lookup; email: a recorded unknown outcome), but not before the call could have
-        finished: the lease and the claim's next attempt both outlast the longest call.
+        lookup; email: a recorded possible duplicate), but not before the call could have
+        finished: the lease outlasts the call's bound by a margin (a takeover means the
+        holder is gone, never that it is slow), and the claim's next attempt is no earlier.
         """
         bound = call_bound(channel)
         settle_after = bound + (settings.NOTIFY_SMS_LOOKUP_DELAY if channel == Channel.SMS else timedelta(0))
@@ -217,10 +270,11 @@ class _Step:
             self.event_id,
             channel,
             now=now,
+            at=self.clock.pinned(),
             lease=self.lease,
             known=self.known,
-            hold=max(self.known.policy.lease_ttl, bound),
-            settle_at=now + settle_after,
+            hold=lease_hold(channel, self.known.policy.lease_ttl),
+            settle_after=settle_after,
         )
         if begun is None:
             raise Ended
@@ -235,6 +289,7 @@ class _Step:
             body=messages.sms_text(policy, destinations, self.known.event.expires_at),
             status_callback=sms_callback_url(self.event_id),
             reference=destinations.reset_url,
+            discard_content=policy.sms_discard_content,
         )
 
     def _submit_sms(self, now: datetime) -> None:
@@ -246,24 +301,40 @@ class _Step:
             # Retry a refusal that sent nothing at the next poll interval. Look an unknown
             # outcome up soon (every second here comes out of the SMS budget), but not at
             # once: a message created a moment ago must have time to show up in the list.
-            transient = isinstance(error, TransientError)
-            delay = self.known.policy.poll_interval if transient else settings.NOTIFY_SMS_LOOKUP_DELAY
+            unsent = isinstance(error, TransientError | ConfigurationError)
+            delay = self.known.policy.poll_interval if unsent else settings.NOTIFY_SMS_LOOKUP_DELAY
             observation = _from_error(Channel.SMS, Source.SUBMIT, error, self.clock.now() + delay)
         self._observe(observation)
 
     def _recover_sms(self) -> None:
-        """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind."""
+        """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind.
+
+        Found: its acceptance (and what it says now). Not listed: absent only past the
+        provider's processing horizon since the submit began (``transitions.not_listed``);
+        a lookup that cannot tell (it failed, or redacted bodies leave it ambiguous) proves
+        nothing either. Unproven, the claim stays unresolved and the event yields to the
+        email fallback at D: never a second SMS.
+        """
         claim = _claim(self.event_id, Channel.SMS)
         since = claim.submitted_at or claim.created_at
         try:
-            found = self.transports.sms.find(self._sms_message(), since)
+            found = self.transports.sms.find(self._sms_message(), since, _neighbours(self.event_id, since))
         except UnknownOutcome as error:
             retry_at = self.clock.now() + self.known.policy.poll_interval
             self._observe(_from_error(Channel.SMS, Source.RECOVERY, error, retry_at))
             return
         if found is None:
-            # Provably absent: back to CLAIMED, due now, and the same claim is submitted again.
-            self._observe(ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.TRANSIENT_ERROR, "not_found"))
+            started = claim.attempt_started_at or since
+            proof_after = call_bound(Channel.SMS) + self.transports.sms.absence_horizon
+            self._observe(
+                transitions.not_listed(
+                    started,
+                    self.clock.now(),
+                    proof_after=proof_after,
+                    first_wait=settings.NOTIFY_SMS_LOOKUP_DELAY,
+                    longest_wait=self.known.policy.poll_interval,
+                )
+            )
             return
         # The provider has it: its acceptance first (the claim and the workflow move on
         # from submitting), then, if it has gone further, what it says now.
@@ -282,20 +353,31 @@ class _Step:
         self._observe(observation)
 
     def _submit_email(self, now: datetime) -> None:
-        """Send the fallback email; retry under the same Message-ID until the attempt policy stops it."""
+        """Send the fallback email; retry under the same Message-ID until the attempt policy stops it.
+
+        Never once the link has too little life left for the email to be of use: that is
+        recorded (a fallback without useful life) and the channel fails, unsent.
+        """
         policy = self.known.policy
         if self.known.claims[Channel.EMAIL].state == ClaimState.SUBMITTING:
-            # A worker died mid-send. SMTP has no lookup: record the outcome as unknown
-            # (which puts the claim back to CLAIMED) before anything is sent again.
-            interrupted = ObservationInput(
-                Channel.EMAIL, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, raw_status="interrupted", retry_at=now
+            # The worker sending it was lost mid-send: its lease ran out with the call's whole
+            # deadline, so it is gone, not slow. SMTP has no lookup, so whether the relay took
+            # the message cannot be known: record that as its own kind (a resend may be a second
+            # copy, under the same Message-ID) before anything is sent again.
+            lost = ObservationInput(
+                Channel.EMAIL, Source.RECOVERY, Normalized.POSSIBLE_DUPLICATE, raw_status="holder_lost", retry_at=now
             )
-            self._unless_exhausted(interrupted)
+            self._unless_exhausted(lost)
+            return
+        if not machine.email_has_useful_life(self.known.event, policy, now):
+            self._observe(transitions.NO_USEFUL_LIFE)
+            tallies.add_for_event(tallies.FALLBACKS_WITHOUT_USEFUL_LIFE, self.event_id, Channel.EMAIL)
             return
         message = messages.reset_email(self.event_id, policy, _destinations(self.event_id), self.known.event.expires_at)
         self._begin(Channel.EMAIL, now)
         try:
-            observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, self.transports.email.send(message))
+            receipt = self.transports.email.send(message, within=call_bound(Channel.EMAIL))
+            observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, receipt)
         except TransportError as error:
             observation = _from_error(Channel.EMAIL, Source.SUBMIT, error, self.clock.now() + policy.email_backoff)
         self._unless_exhausted(observation)
@@ -311,7 +393,8 @@ class _Step:
             return
         policy = self.known.policy
         attempts = _claim(self.event_id, Channel.EMAIL).attempts
-        if observation.normalized == Normalized.UNKNOWN_OUTCOME and not policy.resubmit_unknown_email:
+        unknown = observation.normalized in (Normalized.UNKNOWN_OUTCOME, Normalized.POSSIBLE_DUPLICATE)
+        if unknown and not policy.resubmit_unknown_email:
             reason = "unknown_not_resubmitted"
         elif attempts >= policy.email_attempt_limit:
             reason = "attempt_limit_reached"

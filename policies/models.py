@@ -29,7 +29,13 @@ DURATION_FIELDS = (
     "vault_retention",
     "raw_payload_retention",
     "observation_retention",
+    "max_lifetime",
 )
+
+# No policy may let a reset live longer than this, whatever its version says: a reset link
+# is meant for minutes, and the vault keeps the phone, email and link until expiry plus
+# vault_retention, so an unbounded expiry would make it hold personal data for years.
+LONGEST_LIFETIME = timedelta(hours=24)
 
 # Everything a version decides; frozen once the version leaves DRAFT.
 CONTENT_FIELDS = (
@@ -42,6 +48,7 @@ CONTENT_FIELDS = (
     "allowed_sms_country_codes",
     "consent_required",
     "sms_sender",
+    "sms_discard_content",
     "email_from",
     "sms_template",
     "email_subject_template",
@@ -122,6 +129,11 @@ class PolicyVersion(models.Model):
         default=False, help_text="Refuse events whose caller does not assert the subscriber's consent."
     )
     sms_sender = models.CharField(max_length=64, blank=True, help_text="Sender number or messaging service id.")
+    sms_discard_content = models.BooleanField(
+        default=False,
+        help_text="Send with ContentRetention=discard, so the provider keeps no copy of the reset link "
+        "(needs an account that allows it). Lookups then match on sender and time, not the body.",
+    )
     email_from = models.CharField(max_length=254, blank=True, help_text="From address of the reset email.")
     sms_template = models.TextField(blank=True, help_text="Django template; context: reset_url, expires_at.")
     email_subject_template = models.CharField(max_length=200, blank=True)
@@ -130,6 +142,13 @@ class PolicyVersion(models.Model):
     vault_retention = models.DurationField(help_text="Keep destinations and the link this long after expiry.")
     raw_payload_retention = models.DurationField(help_text="Keep raw provider statuses this long.")
     observation_retention = models.DurationField(help_text="Keep observations this long; timings stay.")
+    # Versions made before this field existed get the bound ttl_seconds always had (a day), so
+    # they are held to nothing tighter than the hard bound; reviewed versions set their own.
+    max_lifetime = models.DurationField(
+        default=LONGEST_LIFETIME,
+        help_text="Longest reset lifetime an event may be created with (at most 24 h): "
+        "the vault keeps destinations and the link until expiry + vault_retention.",
+    )
 
     objects = PolicyVersionQuerySet.as_manager()
 
@@ -170,6 +189,8 @@ class PolicyVersion(models.Model):
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
                 errors[name] = f"{name} must be positive"
+        if self.max_lifetime is not None and self.max_lifetime > LONGEST_LIFETIME:
+            errors["max_lifetime"] = f"max_lifetime must be at most {LONGEST_LIFETIME // timedelta(hours=1)} hours"
         if self.email_attempt_limit is not None and self.email_attempt_limit < 1:
             errors["email_attempt_limit"] = "email_attempt_limit must be at least 1"
         if "fallback_reserve" not in errors and None not in (

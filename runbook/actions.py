@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from notify import tasks, transitions
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.models import Event
 from notify.states import Cause, Channel, Normalized, Source
 from runbook import audit
@@ -47,12 +47,15 @@ def release_lease(request: ConsoleRequest, event_id: str) -> HttpResponse:
         return _back(event.id)
     # The web server's clock judges a lease the worker's clock set: hosts are assumed to
     # agree to well within a lease TTL (NTP), as the workers' own take-overs assume too.
-    now = system_clock.now()
+    clock = current_clock()
+    now = clock.now()
     holder = event.lease_owner
     # One transaction: the release, its note and its audit entry land together or not at
     # all, and the wake-up is sent only once they are committed (tasks.wake uses on_commit).
     with transaction.atomic():
-        released = transitions.release_expired_lease(event.id, form.cleaned_data["lease_token"], now=now)
+        # Expiry is judged by the database's clock inside the statement, not this web host's:
+        # a web host running ahead must not let a responder fence a worker mid-call.
+        released = transitions.release_expired_lease(event.id, form.cleaned_data["lease_token"], at=clock.pinned())
         if released:
             note = _operator_note(event, f"released the expired lease of {holder}")
             transitions.record_observation(event.id, note, now=now, actor=audit.actor(request.user))
@@ -85,7 +88,7 @@ def claim_fallback(request: ConsoleRequest, event_id: str) -> HttpResponse:
     with transaction.atomic():
         outcome = transitions.claim_email_fallback(
             event.id,
-            now=system_clock.now(),
+            now=current_clock().now(),
             actor=audit.actor(request.user),
             cause=Cause.OPERATOR,
             seen_version=seen,
@@ -121,7 +124,7 @@ def follow_up(request: ConsoleRequest, event_id: str) -> HttpResponse:
     # The note and the mark that lists it among the follow-ups land together.
     with transaction.atomic():
         note = _operator_note(event, form.cleaned_data["note"])
-        transitions.record_observation(event.id, note, now=system_clock.now(), actor=audit.actor(request.user))
+        transitions.record_observation(event.id, note, now=current_clock().now(), actor=audit.actor(request.user))
         audit.record(request.user, AuditAction.FOLLOW_UP, event.id, applied=True, detail=form.cleaned_data["note"])
     messages.success(request, "Marked for follow-up.")
     return _back(event.id)

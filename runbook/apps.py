@@ -1,7 +1,10 @@
 from typing import Any
 
 from django.apps import AppConfig
+from django.core import checks
 from django.db.models.signals import post_migrate
+
+from runbook.metrics_endpoint import check_metrics_token
 
 
 def _create_roles(sender: AppConfig, **kwargs: Any) -> None:
@@ -19,6 +22,7 @@ class RunbookConfig(AppConfig):
         # app's permissions: the role groups exist with exactly their permissions.
         post_migrate.connect(_create_roles, sender=self)
         _register_metrics()
+        checks.register(check_metrics_token, checks.Tags.security, deploy=True)
 
 
 _registered = False

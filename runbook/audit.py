@@ -2,13 +2,13 @@
 
 from django.contrib.auth.models import User
 
-from notify.clock import system_clock
+from notify.clock import current_clock
 from runbook.models import AuditAction, AuditEntry
 
 
 def record(user: User, action: AuditAction, event_id: str, *, applied: bool, detail: str = "") -> None:
     AuditEntry.objects.create(
-        user=user, action=action, event_id=event_id, at=system_clock.now(), applied=applied, detail=detail[:500]
+        user=user, action=action, event_id=event_id, at=current_clock().now(), applied=applied, detail=detail[:500]
     )
 
 

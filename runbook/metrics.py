@@ -11,7 +11,7 @@ regions, states, channels and modes: never an event id.
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError
 from django.db.models import Count, Min, Q
@@ -19,8 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from notify import tallies
-from notify.clock import system_clock
-from notify.models import Event, Tally
+from notify.clock import current_clock
+from notify.models import Event, HostClock, Tally
 from runbook import risk, status
 from runbook.models import Page, PageMode
 
@@ -32,6 +32,18 @@ COUNTERS = [
     (tallies.SUPPRESSED_DUPLICATE_CLAIMS, "Second claims or submits of a channel refused by the guards.", "channel"),
     (tallies.EXPIRED_WITHOUT_OUTCOME, "Events that expired with no channel at a final outcome.", None),
     (tallies.LATE_SMS_AFTER_FALLBACK, "SMS deliveries reported after the email fallback was claimed.", None),
+    (
+        tallies.LATE_SMS_ACCEPTANCES,
+        "SMS found to exist after the event gave up waiting for its unsettled submit and moved on.",
+        None,
+    ),
+    (tallies.FALLBACKS_WITHOUT_USEFUL_LIFE, "Fallback emails not sent: the link had too little life left.", "channel"),
+    (
+        tallies.POSSIBLE_DUPLICATE_EMAILS,
+        "Email sends whose worker was lost mid-send: a resend may deliver a second copy.",
+        "channel",
+    ),
+    (tallies.CONFIGURATION_ERRORS, "Provider calls refused for our credentials or account.", "channel"),
 ]
 HISTOGRAMS = [
     (tallies.SMS_TERMINAL_SECONDS, "Seconds from the SMS intent to its first terminal observation."),
@@ -50,6 +62,7 @@ class DeliveryCollector(Collector):
         for name in ("open_events", "oldest_state_age_seconds", "smallest_budget_seconds", "events_at_risk"):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
         yield GaugeMetricFamily(f"{PREFIX}_overdue_events", "")
+        yield GaugeMetricFamily(f"{PREFIX}_host_clock_offset_seconds", "")
         for name, _, _ in COUNTERS:
             yield CounterMetricFamily(f"{PREFIX}_{name.removesuffix('_total')}", "")
         for name, _ in HISTOGRAMS:
@@ -62,7 +75,7 @@ class DeliveryCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         healthy = GaugeMetricFamily(f"{PREFIX}_metrics_database_up", "1 if the metrics could be read.")
         try:
-            metrics = list(self._collect(system_clock.now()))
+            metrics = list(self._collect(current_clock().now()))
         except DatabaseError:
             log.exception("metrics_unavailable")
             healthy.add_metric([], 0)
@@ -76,6 +89,7 @@ class DeliveryCollector(Collector):
         yield from _open_event_gauges(now)
         yield _at_risk(now)
         yield _overdue(now)
+        yield _clock_offsets(now)
         rows = list(Tally.objects.values_list("name", "region", "label", "value"))
         yield from _counters(rows)
         yield from _histograms(rows)
@@ -127,6 +141,22 @@ def _overdue(now: datetime) -> Metric:
     late = Event.objects.filter(next_action_at__lt=now - status.stuck_after())  # event_open_due_idx
     for row in late.values("region").annotate(n=Count("*")).order_by():
         gauge.add_metric([row["region"]], row["n"])
+    return gauge
+
+
+# A host that stopped reporting (it was shut down, or its processes are idle) drops out.
+CLOCK_REPORT_WINDOW = timedelta(minutes=10)
+
+
+def _clock_offsets(now: datetime) -> Metric:
+    gauge = GaugeMetricFamily(
+        f"{PREFIX}_host_clock_offset_seconds",
+        "A host's wall clock minus the database's: the largest in its last report (deadlines use the database's).",
+        labels=["host"],
+    )
+    recent = HostClock.objects.filter(measured_at__gte=now - CLOCK_REPORT_WINDOW).order_by("host")
+    for host, offset in recent.values_list("host", "offset_seconds"):
+        gauge.add_metric([host], offset)
     return gauge
 
 

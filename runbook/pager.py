@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db.models import Case, F, Value, When
 from django.urls import reverse
 
-from notify.clock import Clock, system_clock
+from notify.clock import Clock, current_clock
 from runbook.models import Page
 
 log = logging.getLogger("runbook.pager")
@@ -97,12 +97,13 @@ def message(page: Page, action: str) -> dict[str, Any]:
     }
 
 
-def deliver_due(clock: Clock = system_clock, *, send: Send = post_to_pager) -> Delivered:
+def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> Delivered:
     """Send every page message that is due; return how many landed and how many failed.
 
     The clock is read for each page, not once per batch: a batch of slow calls must not
     claim its last pages with holds that expired while the first ones were in flight.
     """
+    clock = clock or current_clock()
     sent = failed = 0
     due = list(
         Page.objects.filter(next_attempt_at__lte=clock.now()).order_by("next_attempt_at").values_list("pk", flat=True)

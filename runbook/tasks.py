@@ -6,7 +6,7 @@ from celery import shared_task
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
-from notify.clock import system_clock
+from notify.clock import current_clock
 from runbook import pager, risk
 
 log = logging.getLogger("runbook.tasks")
@@ -15,7 +15,7 @@ log = logging.getLogger("runbook.tasks")
 @shared_task(name="runbook.evaluate_risk")
 def evaluate_risk() -> dict[str, int]:
     """Open pages for newly at-risk events, resolve ended ones, and send what that made due."""
-    evaluation = risk.evaluate(system_clock.now())
+    evaluation = risk.evaluate(current_clock().now())
     if evaluation.opened or evaluation.resolved:
         log.info("risk_evaluated", extra=evaluation.__dict__)
         transaction.on_commit(_deliver_soon)

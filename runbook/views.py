@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 
 from notify import machine
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.models import Event
 from notify.states import Channel, State
 from policies.cache import policy_version
@@ -108,7 +108,7 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
         )
         [offset : offset + PAGE_SIZE]
     )  # fmt: skip
-    now = system_clock.now()
+    now = current_clock().now()
     events = list(page_events)
     follow_up = _marked_for_follow_up([event.id for event in events])
     rows = [_row(event, now, event.id in follow_up) for event in events]
@@ -142,7 +142,7 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
     claims = {Channel(claim.channel): claim for claim in event.claims.all()}
     newest_first = list(event.observations.order_by("-recorded_at", "-id")[:HISTORY_LIMIT])
     transitions = list(event.transitions.order_by("version"))
-    now = system_clock.now()
+    now = current_clock().now()
     described = status.describe(event, event.policy, claims, status.last_real_observation(newest_first), now)
     user = request.user
     may_act = user.has_perm("runbook.act_on_events")
@@ -212,7 +212,7 @@ def page_review(request: ConsoleRequest) -> HttpResponse:
     Before a region's policy switches from observe to page, this is the evidence: how many
     pages the margin would have sent, for which states, with how much budget left.
     """
-    since = system_clock.now() - timedelta(days=REVIEW_DAYS)
+    since = current_clock().now() - timedelta(days=REVIEW_DAYS)
     recent = Page.objects.filter(opened_at__gte=since)  # page_opened_idx
     days = (
         recent.annotate(day=TruncDate("opened_at"))

@@ -37,3 +37,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _this_hosts_clock(settings):
+    # Tests freeze time with time-machine, which the database's clock does not follow: this
+    # host's clock judges time here, and the tests of the database's clock choose it themselves.
+    settings.NOTIFY_CLOCK = "system"

@@ -31,6 +31,7 @@ class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
     vault_retention = timedelta(hours=1)
     raw_payload_retention = timedelta(days=2)
     observation_retention = timedelta(days=14)
+    max_lifetime = timedelta(hours=1)
     channel_plan = ChannelPlan.SMS_THEN_EMAIL
     allowed_sms_country_codes = factory.LazyFunction(lambda: [1, 44])
     sms_sender = "+15005550006"

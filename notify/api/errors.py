@@ -9,6 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 
+from notify.api.throttle import TooManyAuthFailures
+
 log = logging.getLogger("notify.api")
 
 
@@ -31,6 +33,14 @@ def register(api: NinjaAPI) -> None:
     def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
         # ninja adds Retry-After (whole seconds) to this response.
         return respond(request, 429, "rate_limited", f"this service may make {settings.API_RATE_LIMIT} requests")
+
+    @api.exception_handler(TooManyAuthFailures)
+    def auth_throttled(request: HttpRequest, exc: TooManyAuthFailures) -> HttpResponse:
+        # Raised during authentication, where ninja adds no Retry-After: added here.
+        message = f"too many requests without a valid service token from this address; retry in {exc.wait} s"
+        response = respond(request, 429, "rate_limited", message)
+        response["Retry-After"] = str(exc.wait)
+        return response
 
     @api.exception_handler(ValidationError)
     def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:

@@ -13,7 +13,7 @@ from ninja import Router, Status
 from notify import tasks
 from notify.api.errors import error_body
 from notify.api.schemas import ChannelStatus, CreatedEvent, CreateEvent, Error, EventStatus, Service
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.events import EventRefused, Refusal, ResetRequest, create_event
 from notify.models import Event, Observation, ServiceToken
 from notify.states import Channel, ClaimState, NextAction, State
@@ -59,7 +59,7 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         consent=payload.consent,
     )
     try:
-        outcome = create_event(reset, now=system_clock.now(), sends_wake_up=True)
+        outcome = create_event(reset, now=current_clock().now(), sends_wake_up=True)
     except EventRefused as refused:
         status = 409 if refused.reason == Refusal.IDEMPOTENCY_CONFLICT else 422
         log.info("api_create", extra={"service": service, "status": status, "error": refused.reason.value})
@@ -91,7 +91,7 @@ def follow(request: HttpRequest, event_id: str) -> EventStatus:
     event = Event.objects.select_related("policy").filter(pk=event_id, service=_service(request)).first()
     if event is None:
         raise Http404
-    now = system_clock.now()
+    now = current_clock().now()
     last_seen = dict(
         Observation.objects.filter(event=event)
         .values("channel")

@@ -4,12 +4,17 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 
+from notify.clock import current_clock
 from notify.states import Channel, ClaimState, NextAction, State
+from policies.models import LONGEST_LIFETIME
 
 # Printable ASCII without spaces: safe in logs and URLs, and what idempotency keys look like.
 CLIENT_KEY_PATTERN = r"^[!-~]+$"
+# The hard bound on a reset's lifetime in any region: a request past it is invalid before any
+# policy is read. Each region's own, shorter maximum is checked at creation.
+LONGEST_LIFETIME_S = int(LONGEST_LIFETIME.total_seconds())
 
 
 class CreateEvent(Schema):
@@ -24,12 +29,26 @@ class CreateEvent(Schema):
     email: str = Field(min_length=1, max_length=254, description="The subscriber's verified email address.")
     reset_url: str = Field(min_length=1, max_length=2048, description="The https reset link to deliver.")
     expires_at: AwareDatetime | None = Field(
-        default=None, description="When the link expires (ISO 8601 with offset). Give this or ttl_seconds."
+        default=None,
+        description=f"When the link expires (ISO 8601 with offset): at most {LONGEST_LIFETIME_S} s from now, "
+        "and within the region policy's maximum lifetime. Give this or ttl_seconds.",
     )
     ttl_seconds: int | None = Field(
-        default=None, ge=1, le=86_400, description="The link's lifetime from now, in seconds. Give this or expires_at."
+        default=None,
+        ge=1,
+        le=LONGEST_LIFETIME_S,
+        description=f"The link's lifetime from now, in seconds: at most {LONGEST_LIFETIME_S}, and within the "
+        "region policy's maximum lifetime. Give this or expires_at.",
     )
     consent: bool = Field(default=False, description="The subscriber consented to SMS (required by some regions).")
+
+    @field_validator("expires_at")
+    @classmethod
+    def within_the_longest_lifetime(cls, expires_at: datetime | None) -> datetime | None:
+        # The same bound as ttl_seconds; the message states it, never the value given.
+        if expires_at is not None and expires_at - current_clock().now() > LONGEST_LIFETIME:
+            raise ValueError(f"expires_at must be at most {LONGEST_LIFETIME_S} seconds (24 h) from now")
+        return expires_at
 
     @model_validator(mode="after")
     def one_expiry(self) -> "CreateEvent":

@@ -1,10 +1,19 @@
-"""Per-service rate limiting: each service gets ``API_RATE_LIMIT`` requests, whatever its token."""
+"""Rate limits: each service gets ``API_RATE_LIMIT`` requests, whatever its token; each client
+address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token."""
 
 from django.conf import settings
 from django.http import HttpRequest
+from ninja.errors import Throttled
 from ninja.throttling import SimpleRateThrottle
 
+from config.ratelimit import FailureCount
 from notify.models import ServiceToken
+
+AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
+
+
+class TooManyAuthFailures(Throttled):
+    """An address that sent too many requests without a valid token, refused before any lookup."""
 
 
 class PerService(SimpleRateThrottle):

@@ -1,5 +1,6 @@
 from notify.models.claim import Claim, claim_key
 from notify.models.event import Event, new_event_id
+from notify.models.host_clock import HostClock
 from notify.models.observation import Observation
 from notify.models.service_token import ServiceToken
 from notify.models.tally import Tally, TallyWatermark
@@ -9,6 +10,7 @@ from notify.models.vault import VaultEntry
 __all__ = [
     "Claim",
     "Event",
+    "HostClock",
     "Observation",
     "ServiceToken",
     "Tally",

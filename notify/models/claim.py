@@ -23,6 +23,9 @@ class Claim(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     provider_ref = models.CharField(max_length=64, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True, help_text="First submit; recovery looks from here.")
+    # When the latest submit began, on the database's clock: a lookup's "not found" proves
+    # the message absent only once the provider's processing horizon has passed since then.
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()

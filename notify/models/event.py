@@ -83,6 +83,9 @@ class Event(models.Model):
                 name="event_open_region_idx",
                 condition=models.Q(act_by__isnull=False),
             ),
+            # Consumer: SMS recovery where bodies are redacted (worker._neighbours): our other
+            # messages to the same destination, sent around the same time.
+            models.Index(fields=["sms_recipient_ref", "created_at"], name="event_recipient_idx"),
         ]
 
     def __str__(self) -> str:

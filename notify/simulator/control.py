@@ -51,8 +51,17 @@ class SimulatorControl:
         """Script future messages to ``address``; ``None`` leaves a field to its default or the profile."""
         self._script(email=address, smtp=None if smtp is None else list(smtp), hang_seconds=hang_seconds)
 
+    def redact(self, *, body: bool = False, phone: bool = False) -> None:
+        """Set the account's Message Redaction: bodies hidden once sent, numbers' last four digits masked."""
+        self._request("POST", "redaction", json.dumps({"body": body, "phone": phone}).encode())
+
+    def pace_smtp(self, *, connections: int, reply_delay: float) -> None:
+        """Make the next ``connections`` SMTP connections wait ``reply_delay`` seconds before every reply."""
+        body = {"connections": connections, "reply_delay": reply_delay}
+        self._request("POST", "smtp-pacing", json.dumps(body).encode())
+
     def reset(self) -> None:
-        """Forget every message, count and script."""
+        """Forget every message, count, script and account setting."""
         self._request("POST", "reset")
 
     def wait_until_up(self, timeout: float = 10.0) -> None:

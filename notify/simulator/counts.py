@@ -17,6 +17,10 @@ class Counts(TypedDict):
     """Create calls answered without accepting a message."""
     email_rejected: int
     """Messages answered with 4xx or 5xx after DATA."""
+    sms_accepted_late: int
+    """Messages created only after their create call was held past the client's patience."""
+    smtp_paced_connections: int
+    """SMTP connections that answered every reply slowly."""
 
 
 class Tally:
@@ -32,6 +36,8 @@ class Tally:
         self.callbacks_sent = 0
         self.sms_rejected = 0
         self.email_rejected = 0
+        self.sms_accepted_late = 0
+        self.smtp_paced_connections = 0
 
     def snapshot(self) -> Counts:
         """Return the counts as JSON-ready data."""
@@ -41,4 +47,6 @@ class Tally:
             callbacks_sent=self.callbacks_sent,
             sms_rejected=self.sms_rejected,
             email_rejected=self.email_rejected,
+            sms_accepted_late=self.sms_accepted_late,
+            smtp_paced_connections=self.smtp_paced_connections,
         )

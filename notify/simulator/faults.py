@@ -13,6 +13,9 @@ class CreateFault(StrEnum):
     ACCEPT_THEN_500 = "accept_then_500"
     ACCEPT_THEN_DROP = "accept_then_drop"
     HANG = "hang"
+    # Slow processing: the message is created only ``hang_seconds`` after the request came
+    # in (invisible to lists until then), and the answer waits for it: past a client's timeout.
+    ACCEPT_LATE = "accept_late"
 
     @property
     def accepts(self) -> bool:

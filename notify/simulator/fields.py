@@ -70,6 +70,12 @@ class Fields:
             raise self.fail(key, f"must not be negative, got {value:g}")
         return value
 
+    def flag(self, key: str, default: bool) -> bool:
+        value = self._data.pop(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {value!r}")
+        return value
+
     def choice(self, key: str, options: type[E]) -> E:
         return self._member(self.pop(key), key, options)
 

@@ -43,6 +43,8 @@ class SmsMessage:
     status_callback: str | None
     created_at: datetime
     timeline: tuple[StatusChange, ...]
+    # False when the create asked for ContentRetention=discard: the body is never shown.
+    retains_content: bool = True
 
     @property
     def key(self) -> str:

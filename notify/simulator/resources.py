@@ -9,6 +9,7 @@ from aiohttp import web
 
 from notify.simulator.account import API_VERSION
 from notify.simulator.messages import SmsMessage
+from notify.simulator.state import Redaction
 
 
 @dataclass(frozen=True)
@@ -33,17 +34,25 @@ def message_uri(account_sid: str, sid: str) -> str:
     return f"/{API_VERSION}/Accounts/{account_sid}/Messages/{sid}.json"
 
 
-def message_resource(message: SmsMessage, account_sid: str, now: datetime) -> dict[str, Any]:
-    """Return ``message`` as the API shows it at ``now``."""
+_UNREDACTED = Redaction()
+
+
+def message_resource(
+    message: SmsMessage, account_sid: str, now: datetime, redaction: Redaction = _UNREDACTED
+) -> dict[str, Any]:
+    """Return ``message`` as the API shows it at ``now``, redacted as the account has it set."""
     current = message.current(now)
     date_sent = message.date_sent(now)
+    # Twilio shows no body it did not keep (ContentRetention=discard), nor one Message
+    # Redaction has removed since the message went out.
+    shows_body = message.retains_content and not (redaction.body and date_sent is not None)
     error_code, error_message = current.error or (None, None)
     uri = message_uri(account_sid, message.sid)
     base = uri.removesuffix(".json")
     return {
         "account_sid": account_sid,
         "api_version": API_VERSION,
-        "body": message.body,
+        "body": message.body if shows_body else "",
         "date_created": _rfc2822(message.created_at),
         "date_sent": _rfc2822(date_sent) if date_sent else None,
         "date_updated": _rfc2822(message.at(current)),
@@ -59,9 +68,14 @@ def message_resource(message: SmsMessage, account_sid: str, now: datetime) -> di
         "sid": message.sid,
         "status": current.status,
         "subresource_uris": {"media": f"{base}/Media.json", "feedback": f"{base}/Feedback.json"},
-        "to": message.to,
+        "to": mask_number(message.to) if redaction.phone else message.to,
         "uri": uri,
     }
+
+
+def mask_number(number: str) -> str:
+    """Return ``number`` as phone number redaction shows it: its last four digits masked."""
+    return number[:-4] + "XXXX" if len(number) > 4 else "XXXX"
 
 
 def _rfc2822(moment: datetime) -> str:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
-from aiosmtpd.smtp import SMTP
 
 from notify.simulator.account import Account
 from notify.simulator.callbacks import CallbackDispatcher
@@ -17,7 +16,7 @@ from notify.simulator.counts import Tally
 from notify.simulator.planning import Planner
 from notify.simulator.profile import Profile
 from notify.simulator.sms import twilio_app
-from notify.simulator.smtp import SmtpSink
+from notify.simulator.smtp import PacedSMTP, SmtpSink
 from notify.simulator.state import STATE, SimulatorState, utc_now
 
 # A callback target gets this long per attempt; a slow one must not pile up tasks forever.
@@ -70,8 +69,13 @@ async def serve(
         await runner.setup()
         try:
             await web.TCPSite(runner, host, http_port).start()
+            # One protocol per connection: each takes its pace from the state when it opens.
             smtp_server = await loop.create_server(
-                lambda: SMTP(SmtpSink(state), hostname=SMTP_HOSTNAME, loop=loop), host, smtp_port
+                lambda: PacedSMTP(
+                    SmtpSink(state), reply_delay=state.next_smtp_reply_delay(), hostname=SMTP_HOSTNAME, loop=loop
+                ),
+                host,
+                smtp_port,
             )
             try:
                 on_ready(Listening(http_port=runner.addresses[0][1], smtp_port=smtp_server.sockets[0].getsockname()[1]))

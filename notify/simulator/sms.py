@@ -73,17 +73,12 @@ async def create_message(request: web.Request) -> web.StreamResponse:
         state.tally.sms_rejected += 1
         log.info("sms refused fault=%s", plan.create)
         return _FAULT_ERRORS[plan.create].response()
-    message = SmsMessage(
-        sid=new_sid(state.rng, "SM"),
-        to=form["To"],
-        from_=form.get("From"),
-        body=form["Body"],
-        messaging_service_sid=form.get("MessagingServiceSid"),
-        status_callback=form.get("StatusCallback"),
-        created_at=state.clock(),
-        timeline=plan.timeline,
-    )
-    state.accept(message, plan)
+    if plan.create is CreateFault.ACCEPT_LATE:
+        # Still processing: the message exists only once the hold is over, whatever the
+        # client does meanwhile (shielded: a client that gives up does not cancel it).
+        message = await asyncio.shield(_create_late(state, form, plan))
+    else:
+        message = _create(state, form, plan)
     log.info(
         "sms accepted sid=%s key=%s fault=%s statuses=%s callbacks=%s",
         message.sid,
@@ -93,6 +88,28 @@ async def create_message(request: web.Request) -> web.StreamResponse:
         plan.callbacks,
     )
     return await _answer_create(request, state, message, plan)
+
+
+def _create(state: SimulatorState, form: dict[str, str], plan: SmsPlan) -> SmsMessage:
+    message = SmsMessage(
+        sid=new_sid(state.rng, "SM"),
+        to=form["To"],
+        from_=form.get("From"),
+        body=form["Body"],
+        messaging_service_sid=form.get("MessagingServiceSid"),
+        status_callback=form.get("StatusCallback"),
+        created_at=state.clock(),
+        timeline=plan.timeline,
+        retains_content=form.get("ContentRetention", "retain") != "discard",
+    )
+    state.accept(message, plan)
+    return message
+
+
+async def _create_late(state: SimulatorState, form: dict[str, str], plan: SmsPlan) -> SmsMessage:
+    await asyncio.sleep(plan.hang_seconds)
+    state.tally.sms_accepted_late += 1
+    return _create(state, form, plan)
 
 
 async def _answer_create(
@@ -120,7 +137,7 @@ async def fetch_message(request: web.Request) -> web.StreamResponse:
     message = state.messages.get(request.match_info["sid"])
     if message is None:
         return _not_found(request)
-    return web.json_response(message_resource(message, state.account.sid, state.clock()))
+    return web.json_response(message_resource(message, state.account.sid, state.clock(), state.redaction))
 
 
 async def list_messages(request: web.Request) -> web.StreamResponse:
@@ -131,7 +148,7 @@ async def list_messages(request: web.Request) -> web.StreamResponse:
         result = select(reversed(state.messages.values()), request.query, now)
     except ListQueryError as exc:
         return TwilioError(400, 20001, str(exc)).response()
-    resources = [message_resource(message, state.account.sid, now) for message in result.records]
+    resources = [message_resource(message, state.account.sid, now, state.redaction) for message in result.records]
     return web.json_response(page_body(result, resources, request.path, request.query))
 
 

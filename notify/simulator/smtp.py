@@ -3,6 +3,7 @@
 import asyncio
 import logging
 from email.parser import BytesHeaderParser
+from typing import Any, AnyStr
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -22,6 +23,19 @@ _REPLIES = {
     SmtpFault.DROP_AFTER_DATA: "250 2.0.0 OK",  # never sent: the connection is closed first
     SmtpFault.HANG: "250 2.0.0 OK",
 }
+
+
+class PacedSMTP(SMTP):
+    """An SMTP server that waits before every reply: a relay slow at each step, each under any read timeout."""
+
+    def __init__(self, handler: "SmtpSink", *, reply_delay: float, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._reply_delay = reply_delay
+
+    async def push(self, status: AnyStr) -> None:
+        if self._reply_delay:
+            await asyncio.sleep(self._reply_delay)
+        await super().push(status)
 
 
 class SmtpSink:

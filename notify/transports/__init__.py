@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import connection
 
-from notify.transports.base import EmailTransport, Receipt, SmsMessage, SmsTransport
+from notify.transports.base import EmailTransport, Neighbours, Receipt, SmsMessage, SmsTransport
 from notify.transports.smtp_email import SmtpEmail
 from notify.transports.twilio_client import make_client
 from notify.transports.twilio_sms import TwilioSms
@@ -41,14 +41,18 @@ def outside_transaction(call: Callable[P, R]) -> Callable[P, R]:
 
 class GuardedSms:
     def __init__(self, inner: SmsTransport) -> None:
+        self.absence_horizon = inner.absence_horizon
         self.submit: Callable[[SmsMessage], Receipt] = outside_transaction(inner.submit)
         self.fetch: Callable[[str], Receipt] = outside_transaction(inner.fetch)
-        self.find: Callable[[SmsMessage, datetime], Receipt | None] = outside_transaction(inner.find)
+        self.find: Callable[[SmsMessage, datetime, Neighbours], Receipt | None] = outside_transaction(inner.find)
 
 
 class GuardedEmail:
     def __init__(self, inner: EmailTransport) -> None:
-        self.send: Callable[[EmailMessage], Receipt] = outside_transaction(inner.send)
+        self._send = outside_transaction(inner.send)
+
+    def send(self, message: EmailMessage, *, within: timedelta) -> Receipt:
+        return self._send(message, within=within)
 
 
 @dataclass(frozen=True)
@@ -64,13 +68,20 @@ class Transports:
 def call_bound(channel: str) -> timedelta:
     """Return the longest one provider call on ``channel`` can take.
 
-    Client timeouts apply per connect and per read, not to the whole call: a Twilio
-    request is a connect and one small response (two timeouts); an SMTP send is a
-    connect, the greeting and EHLO, the envelope and the reply to DATA (four).
+    An email send has one overall deadline (``EMAIL_SEND_DEADLINE``, enforced by the
+    transport). The Twilio client's timeout applies per connect and per read: a request
+    is a connect and one small response, so two timeouts; a slower answer than that is
+    settled by lookup, which a takeover also does, never by a resubmit.
     """
     if channel == "sms":
         return timedelta(seconds=2 * settings.TWILIO_TIMEOUT)
-    return timedelta(seconds=4 * settings.EMAIL_TIMEOUT)
+    return timedelta(seconds=settings.EMAIL_SEND_DEADLINE)
+
+
+def lease_hold(channel: str, lease_ttl: timedelta) -> timedelta:
+    """Return how long a worker keeps its lease from the intent to call: the whole call, and a margin
+    for recording its outcome, so no one takes over an event whose holder is only slow."""
+    return max(lease_ttl, call_bound(channel) + settings.NOTIFY_LEASE_MARGIN)
 
 
 @cache
@@ -82,4 +93,7 @@ def configured() -> Transports:
         api_base=settings.TWILIO_API_BASE,
         timeout=settings.TWILIO_TIMEOUT,
     )
-    return Transports.guarded(TwilioSms(client), SmtpEmail())
+    sms = TwilioSms(
+        client, absence_horizon=settings.TWILIO_PROCESSING_HORIZON, phone_redaction=settings.TWILIO_PHONE_REDACTION
+    )
+    return Transports.guarded(sms, SmtpEmail())

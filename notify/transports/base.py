@@ -5,7 +5,7 @@ raw word travels along on the ``Receipt`` as evidence and never drives a decisio
 """
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from django.core.mail import EmailMessage
@@ -23,6 +23,11 @@ class TransportError(Exception):
 
 class TransientError(TransportError):
     """Nothing was sent (refused before acceptance, or the provider is busy): retry later with the same key."""
+
+
+class ConfigurationError(TransportError):
+    """The provider refused our account or credentials: nothing was sent, and no retry helps
+    until an operator fixes the configuration. Not the recipient's failure, not a passing one."""
 
 
 class PermanentError(TransportError):
@@ -54,9 +59,30 @@ class SmsMessage:
     # What identifies this message among all sent to ``to``: its event's own reset link,
     # which the body carries. Recovery matches on it (Twilio takes no idempotency key).
     reference: str = field(repr=False, default="")
+    # Ask the provider to keep no copy of the body (Twilio's ContentRetention=discard).
+    discard_content: bool = False
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """Our other messages to the same destination that a lookup's window may also list.
+
+    ``sids``: those whose provider id we hold (they are not this event's); ``unidentified``:
+    those we may have sent without learning their id. Where bodies are redacted, a listed
+    message can be told to be this event's only when nothing else of ours could be it.
+    """
+
+    sids: frozenset[str] = frozenset()
+    unidentified: int = 0
 
 
 class SmsTransport(Protocol):
+    # How long after a submit began its message may still be missing from the provider's
+    # list (the provider may go on processing a request our client gave up on). A lookup's
+    # "not found" proves absence only for a submit that began at least this long ago, plus
+    # our own call's bound; before it the caller looks again, and never resubmits.
+    absence_horizon: timedelta
+
     def submit(self, message: SmsMessage) -> Receipt:
         """Send ``message``; return the acceptance receipt or raise a ``TransportError``."""
         ...
@@ -65,16 +91,23 @@ class SmsTransport(Protocol):
         """Return the message's current status (polling); raise ``TransientError`` if unreachable."""
         ...
 
-    def find(self, message: SmsMessage, since: datetime) -> Receipt | None:
-        """Return this message's receipt if the provider has it, ``None`` if provably absent.
+    def find(self, message: SmsMessage, since: datetime, neighbours: Neighbours) -> Receipt | None:
+        """Return this message's receipt if the provider lists it, ``None`` if its list has no such message now.
 
-        Raises ``UnknownOutcome`` when absence cannot be proven (lookup failed, too many
-        candidates): the caller must not resubmit then.
+        ``None`` proves absence only past ``absence_horizon`` (see above). Raises
+        ``UnknownOutcome`` when the list cannot tell: the lookup failed, the window holds
+        more than one list page, or redacted bodies leave more than one message that
+        could be this one. The caller must not resubmit then.
         """
         ...
 
 
 class EmailTransport(Protocol):
-    def send(self, message: EmailMessage) -> Receipt:
-        """Hand ``message`` to the mail server; return its acceptance or raise a ``TransportError``."""
+    def send(self, message: EmailMessage, *, within: timedelta) -> Receipt:
+        """Hand ``message`` to the mail server; return its acceptance or raise a ``TransportError``.
+
+        The whole exchange (name lookup, connection, TLS, every command and reply) ends
+        within ``within``: past it the connection is cut, and the outcome is unknown only
+        if the message's final dot had been sent.
+        """
         ...

@@ -4,13 +4,22 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import requests
+from twilio.base import values
 from twilio.base.exceptions import TwilioRestException
 from twilio.rest import Client
 from twilio.rest.api.v2010.account.message import MessageInstance
 from urllib3.exceptions import NewConnectionError
 
 from notify.states import Normalized
-from notify.transports.base import PermanentError, Receipt, SmsMessage, TransientError, UnknownOutcome
+from notify.transports.base import (
+    ConfigurationError,
+    Neighbours,
+    PermanentError,
+    Receipt,
+    SmsMessage,
+    TransientError,
+    UnknownOutcome,
+)
 
 # Twilio message statuses (https://www.twilio.com/docs/messaging/api/message-resource#message-status-values).
 # Anything else is kept raw and treated as pending: a new status word must not fail a delivery.
@@ -35,9 +44,11 @@ LOOKUP_LIMIT = 50
 _DATE_SLACK = timedelta(minutes=5)
 
 
-# Refusals about our account, not about the destination: 20003 authentication,
-# 20429 too many requests, 30001 queue overflow.
-_OUR_SIDE = frozenset({20003, 20429, 30001})
+# Refusals of our account or credentials (20003 authentication, 20005 account not active,
+# 20403 forbidden): only an operator can fix them. Busy signals about our traffic (20429 too
+# many requests, 30001 queue overflow): nothing was sent, a later retry may pass.
+_MISCONFIGURED = frozenset({20003, 20005, 20403})
+_BUSY = frozenset({20429, 30001})
 
 
 def normalize(raw_status: str) -> Normalized:
@@ -47,13 +58,23 @@ def normalize(raw_status: str) -> Normalized:
 class TwilioSms:
     """The SMS adapter. Every call is one HTTP request; none may run inside a DB transaction."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, *, absence_horizon: timedelta, phone_redaction: bool = False) -> None:
         self._client = client
+        self.absence_horizon = absence_horizon
+        # With Twilio's phone number redaction the account's API masks the last digits of
+        # every number, so a list filtered by the destination cannot be trusted to be
+        # complete: a lookup can then find a message, never prove one absent.
+        self._phone_redaction = phone_redaction
 
     def submit(self, message: SmsMessage) -> Receipt:
         try:
             sent = self._client.messages.create(
-                to=message.to, from_=message.sender, body=message.body, status_callback=message.status_callback
+                to=message.to,
+                from_=message.sender,
+                body=message.body,
+                status_callback=message.status_callback,
+                # "discard": Twilio keeps no copy of the body (and so of the reset link).
+                content_retention="discard" if message.discard_content else values.unset,
             )
         except TwilioRestException as error:
             raise _typed(error) from None
@@ -72,7 +93,7 @@ class TwilioSms:
             # A failed poll proves nothing either way: poll again at the next interval.
             raise TransientError("poll_failed", type(error).__name__) from None
 
-    def find(self, message: SmsMessage, since: datetime) -> Receipt | None:
+    def find(self, message: SmsMessage, since: datetime, neighbours: Neighbours) -> Receipt | None:
         try:
             recent = self._client.messages.list(to=message.to, limit=LOOKUP_LIMIT)
         except (TwilioRestException, requests.RequestException) as error:
@@ -87,7 +108,23 @@ class TwilioSms:
             return _receipt(matches[0])
         if len(recent) == LOOKUP_LIMIT and len(window) == len(recent):
             raise UnknownOutcome("lookup_incomplete", f"more than {LOOKUP_LIMIT} messages since the submit")
+        # Where bodies are redacted (Message Redaction, or ContentRetention=discard), what is
+        # left to tell is who sent it and that none of our other messages can be it.
+        unread = [
+            m for m in window if not m.body and _from_sender(m, message.sender) and (m.sid or "") not in neighbours.sids
+        ]
+        if len(unread) == 1 and not neighbours.unidentified:
+            return _receipt(unread[0])
+        if unread:
+            raise UnknownOutcome("lookup_ambiguous", f"{len(unread)} redacted messages could be this one")
+        if self._phone_redaction:
+            raise UnknownOutcome("lookup_redacted", "phone number redaction: absence cannot be proven")
         return None
+
+
+def _from_sender(listed: MessageInstance, sender: str) -> bool:
+    # A Messaging Service picks the number itself: its messages carry the service's sid instead.
+    return sender in (listed.from_ or "", listed.messaging_service_sid or "")
 
 
 def _receipt(message: MessageInstance) -> Receipt:
@@ -97,8 +134,11 @@ def _receipt(message: MessageInstance) -> Receipt:
 
 def _typed(error: TwilioRestException) -> Exception:
     raw = f"http_{error.status}" + (f"_{error.code}" if error.code else "")
-    if error.status in (401, 429) or error.code in _OUR_SIDE:
-        # Throttled, or our credentials are wrong: nothing was sent, and the recipient is not at fault.
+    if error.status == 401 or error.code in _MISCONFIGURED or (error.status == 403 and not error.code):
+        # Our credentials or account are refused: nothing was sent, and every other event fails alike.
+        # (A 403 naming the destination, like 21408 for a country not enabled, is about that one.)
+        return ConfigurationError(raw)
+    if error.status == 429 or error.code in _BUSY:
         return TransientError(raw)
     if error.status >= 500:
         # Twilio may have created the message before failing: only a lookup can tell.

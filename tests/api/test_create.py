@@ -9,7 +9,9 @@ from django.test import Client
 from notify import tasks
 from notify.clock import system_clock
 from notify.models import Claim, Event, ServiceToken
+from policies.models import LONGEST_LIFETIME
 from tests.api.payloads import body, post
+from tests.factories import PolicyVersionFactory
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +93,7 @@ def test_invalid_fields_are_listed_each_with_why(api):
 
 
 def test_both_or_neither_expiry_is_refused(api):
-    both = post(api, body(expires_at="2030-01-01T00:00:00+00:00"))
+    both = post(api, body(expires_at=(system_clock.now() + timedelta(minutes=15)).isoformat()))
     neither = post(api, body(ttl_seconds=None))
 
     for response in (both, neither):
@@ -128,6 +130,79 @@ def test_a_request_the_policy_refuses_names_the_reason(api, overrides, reason, f
     for value in overrides.values():
         if isinstance(value, str):
             assert value not in response.content.decode()
+    assert Event.objects.count() == 0
+
+
+def lifetime(seconds, given_as):
+    """The request fields that ask for a reset living ``seconds`` from now, as ``ttl_seconds`` or ``expires_at``."""
+    if given_as == "ttl_seconds":
+        return {"ttl_seconds": seconds}
+    return {"ttl_seconds": None, "expires_at": (system_clock.now() + timedelta(seconds=seconds)).isoformat()}
+
+
+@pytest.fixture
+def day_long_region(db):
+    """A region whose policy allows the longest lifetime any policy may: a day."""
+    return PolicyVersionFactory.create(region="EU", max_lifetime=LONGEST_LIFETIME).region
+
+
+GIVEN_AS = ["ttl_seconds", "expires_at"]
+
+
+@pytest.mark.parametrize("given_as", GIVEN_AS)
+def test_a_lifetime_of_exactly_the_policy_maximum_is_accepted(api, published, given_as):
+    assert published.max_lifetime == timedelta(hours=1)
+    with time_machine.travel(system_clock.now(), tick=False):
+        response = post(api, body(**lifetime(3600, given_as)))
+
+    assert response.status_code == 201
+    event = Event.objects.get(pk=response.json()["event_id"])
+    assert event.expires_at - event.created_at == timedelta(hours=1)
+
+
+@pytest.mark.parametrize("given_as", GIVEN_AS)
+def test_a_lifetime_past_the_policy_maximum_is_refused_naming_the_limit(api, published, given_as):
+    with time_machine.travel(system_clock.now(), tick=False):
+        response = post(api, body(**lifetime(3601, given_as)))
+
+    assert response.status_code == 422
+    answer = response.json()
+    assert (answer["error"], answer["fields"][0]["field"]) == ("lifetime_too_long", "expires_at")
+    assert answer["message"] == f"the reset may live at most 3600s under policy {published}"
+    assert Event.objects.count() == 0
+
+
+@pytest.mark.parametrize("given_as", GIVEN_AS)
+def test_a_lifetime_of_a_day_is_accepted_where_the_policy_allows_it(api, day_long_region, given_as):
+    with time_machine.travel(system_clock.now(), tick=False):
+        response = post(api, body(region=day_long_region, **lifetime(86_400, given_as)))
+
+    assert response.status_code == 201
+    event = Event.objects.get(pk=response.json()["event_id"])
+    assert event.expires_at - event.created_at == timedelta(days=1)
+
+
+@pytest.mark.parametrize("given_as", GIVEN_AS)
+def test_a_lifetime_past_a_day_is_invalid_whatever_the_policy(api, day_long_region, given_as):
+    with time_machine.travel(system_clock.now(), tick=False):
+        response = post(api, body(region=day_long_region, **lifetime(86_401, given_as)))
+
+    assert_invalid_beyond_a_day(response, given_as)
+
+
+def test_an_expiry_decades_away_is_invalid(api, day_long_region):
+    response = post(api, body(region=day_long_region, ttl_seconds=None, expires_at="2080-01-01T00:00:00+00:00"))
+
+    assert_invalid_beyond_a_day(response, "expires_at")
+
+
+def assert_invalid_beyond_a_day(response, field):
+    assert response.status_code == 422
+    answer = response.json()
+    assert answer["error"] == "invalid_request"
+    [error] = answer["fields"]
+    assert error["field"] == field
+    assert "86400" in error["message"]
     assert Event.objects.count() == 0
 
 

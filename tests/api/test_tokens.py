@@ -1,9 +1,12 @@
 """Service tokens: created from the CLI or admin, shown once, stored as a digest, revocable."""
 
 import io
+import re
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
+from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -21,6 +24,9 @@ def test_the_cli_prints_a_working_token_once_and_stores_only_its_digest(db, clie
     assert (stored.service, stored.label, stored.digest) == ("accounts", "web-1", digest(token))
     assert token not in str(list(ServiceToken.objects.values()))
     assert "not shown again" in err.getvalue()
+    # Only on stdout (for `TOKEN=$(...)`), and once; stderr has just the prefix.
+    assert out.getvalue() == token + "\n"
+    assert token not in err.getvalue()
     answer = client.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     assert answer.json() == {"service": "accounts"}
 
@@ -39,13 +45,40 @@ def staff(db, client):
     return client
 
 
-def test_admin_creates_a_token_and_shows_it_once(staff):
-    answer = staff.post("/admin/notify/servicetoken/add/", {"service": "billing", "label": "batch"}, follow=True)
+def _created(staff, **extra):
+    answer = staff.post("/admin/notify/servicetoken/add/", {"service": "billing", "label": "batch", **extra})
+    token = re.search(r'<code id="issued-token">(rdt_[^<]+)</code>', answer.content.decode())
+    assert token is not None, answer.content.decode()
+    return answer, token[1]
 
-    shown = [str(message) for message in answer.context["messages"]]
-    token = shown[0].split("Token for billing: ")[1].split(" ")[0]
+
+def test_admin_shows_a_new_token_in_the_answer_to_its_creation(staff):
+    answer, token = _created(staff)
+
+    assert answer.status_code == 200
     assert ServiceToken.objects.get().digest == digest(token)
-    assert token not in staff.get("/admin/notify/servicetoken/").content.decode()
+    assert "no-store" in answer["Cache-Control"]
+    authorized = staff.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert authorized.json() == {"service": "billing"}
+
+
+@pytest.mark.parametrize("button", ["_save", "_continue", "_addanother"])
+def test_admin_never_puts_a_new_token_in_a_cookie_or_the_session(staff, button):
+    answer, token = _created(staff, **{button: "1"})
+
+    assert all(token not in morsel.OutputString() for morsel in answer.cookies.values())
+    assert token not in str(dict(answer.items()))
+    assert all(token not in str(session.get_decoded()) for session in Session.objects.all())
+    assert token not in str(dict(staff.session.items()))
+
+
+def test_admin_does_not_show_a_token_again(staff):
+    _, token = _created(staff)
+    row = ServiceToken.objects.get()
+
+    for page in ("/admin/notify/servicetoken/", f"/admin/notify/servicetoken/{row.pk}/change/", "/admin/"):
+        assert token not in staff.get(page).content.decode()
+    assert token not in str(list(LogEntry.objects.values()))
 
 
 def test_admin_revokes_tokens_at_once(staff):

@@ -43,14 +43,32 @@ def test_values_parse_and_unset_variables_take_their_default(monkeypatch):
     assert env_int("NOTIFY_UNSET", 7) == 7
 
 
-def _import_settings(env):
+def _import_settings(env, code="import config.settings"):
     return subprocess.run(
-        [sys.executable, "-c", "import config.settings"],
+        [sys.executable, "-c", code],
         env={"PATH": os.environ["PATH"], **env},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+# Everything production (a DATABASE_URL) must be given; each refusal below leaves one out.
+PRODUCTION = {
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x",
+    "DJANGO_SECRET_KEY": "k",
+    "NOTIFY_VAULT_KEYS": "UgWBMItqeg32DFaO66oGGC12eKPo0iNjtUu-sNebIlw=",
+    "NOTIFY_RECIPIENT_PEPPER": "p",
+    "TWILIO_ACCOUNT_SID": "AC" + "0" * 32,
+    "TWILIO_AUTH_TOKEN": "t",
+    "PUBLIC_BASE_URL": "https://reset.example.org",
+    "EMAIL_HOST": "smtp.example.org",
+    "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+}
+
+
+def _production_without(name):
+    return {key: value for key, value in PRODUCTION.items() if key != name}
 
 
 def test_a_real_database_requires_explicit_secrets():
@@ -68,15 +86,34 @@ def test_the_embedded_default_generates_its_own_dev_secrets(tmp_path):
 
 
 def test_a_real_database_requires_the_public_callback_address():
-    secrets = {
-        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x",
-        "DJANGO_SECRET_KEY": "k",
-        "NOTIFY_VAULT_KEYS": "UgWBMItqeg32DFaO66oGGC12eKPo0iNjtUu-sNebIlw=",
-        "NOTIFY_RECIPIENT_PEPPER": "p",
-        "TWILIO_AUTH_TOKEN": "t",
-    }
-
-    result = _import_settings(secrets)
+    result = _import_settings(_production_without("PUBLIC_BASE_URL"))
 
     assert result.returncode != 0
     assert "PUBLIC_BASE_URL must be set when DATABASE_URL is set" in result.stderr
+
+
+def test_production_starts_with_every_required_variable_set():
+    result = _import_settings(PRODUCTION, "import config.settings as s; print(s.EMAIL_HOST, s.TWILIO_ACCOUNT_SID)")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [PRODUCTION["EMAIL_HOST"], PRODUCTION["TWILIO_ACCOUNT_SID"]]
+
+
+@pytest.mark.parametrize("name", ["TWILIO_ACCOUNT_SID", "EMAIL_HOST"])
+@pytest.mark.parametrize("unset_as", ["missing", "empty"])
+def test_production_refuses_to_start_without_a_provider_account(name, unset_as):
+    environment = _production_without(name) | ({name: ""} if unset_as == "empty" else {})
+
+    result = _import_settings(environment)
+
+    assert result.returncode != 0
+    assert f"ImproperlyConfigured: {name} must be set when DATABASE_URL is set" in result.stderr
+
+
+def test_the_embedded_default_uses_the_simulator_account_and_smtp_sink(tmp_path):
+    result = _import_settings(
+        {"NOTIFY_VAR_DIR": str(tmp_path)}, "import config.settings as s; print(s.EMAIL_HOST, s.TWILIO_ACCOUNT_SID)"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["127.0.0.1", "AC" + "5" * 32]

@@ -1,4 +1,4 @@
-"""The shipped alert rules and dashboard: valid, tested by promtool, and about metrics that exist."""
+"""The shipped scrape config, alert rules and dashboard: valid, tested by promtool, and about metrics that exist."""
 
 import json
 import re
@@ -14,6 +14,7 @@ from runbook.metrics import DeliveryCollector
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"
 RULE_TESTS = DEPLOY / "prometheus" / "alerts_test.yml"
+SCRAPE_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 DASHBOARD = DEPLOY / "grafana" / "reset-delivery.json"
 
 
@@ -28,7 +29,31 @@ def promtool() -> str:
 def test_the_rules_file_is_valid(promtool):
     result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 11 rules found" in result.stdout
+
+
+def test_the_scrape_config_is_valid_and_sends_the_metrics_token_as_a_bearer_credential(promtool, tmp_path):
+    config = yaml.safe_load(SCRAPE_CONFIG.read_text())
+    (job,) = config["scrape_configs"]
+    token_file = job["authorization"]["credentials_file"]
+    # promtool checks that the credentials file exists, relative to the config's directory.
+    for shipped in (SCRAPE_CONFIG, RULES):
+        shutil.copy(shipped, tmp_path)
+    (tmp_path / token_file).write_text("test-only-metrics-token\n")
+
+    result = subprocess.run(
+        [promtool, "check", "config", str(tmp_path / SCRAPE_CONFIG.name)], capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert job["metrics_path"] == "/metrics"
+    assert job["authorization"]["type"] == "Bearer"
+    assert "credentials" not in job["authorization"], "the token belongs in a file, not in the config"
+
+
+def test_the_scrape_failure_alert_watches_the_shipped_job():
+    job = yaml.safe_load(SCRAPE_CONFIG.read_text())["scrape_configs"][0]["job_name"]
+    assert f'up{{job="{job}"}} == 0' in RULES.read_text()
 
 
 def test_promtool_unit_tests_pass_on_the_shipped_rules(promtool):

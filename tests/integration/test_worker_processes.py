@@ -111,7 +111,10 @@ def test_events_reach_every_terminal_state_through_real_workers(simulator, start
         assert canary not in simulator.log_text()
 
 
-def test_metrics_served_by_the_web_process_count_the_worker_processes_work(simulator, start_worker, live_server):
+def test_metrics_served_by_the_web_process_count_the_worker_processes_work(
+    simulator, start_worker, live_server, settings
+):
+    settings.METRICS_TOKEN = "integration-test-metrics-token"
     fast_policy()
     fast_policy(region="EU", channel_plan=ChannelPlan.SMS_ONLY)
     start_worker(beat=True)
@@ -129,7 +132,10 @@ def test_metrics_served_by_the_web_process_count_the_worker_processes_work(simul
     # What the beat's roll-up will count once the rows have settled, counted now.
     tallies.roll_up(system_clock.now() + tallies.SETTLE + timedelta(seconds=1))
 
-    with urllib.request.urlopen(f"{live_server.url}/metrics", timeout=10) as response:
+    scrape = urllib.request.Request(
+        f"{live_server.url}/metrics", headers={"Authorization": "Bearer integration-test-metrics-token"}
+    )
+    with urllib.request.urlopen(scrape, timeout=10) as response:
         text = response.read().decode()
     samples = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

@@ -48,9 +48,9 @@ PATHS = {
 
 def submit(event_id, channel, now):
     """Do what a worker does before calling a provider: hold the lease, record the intent."""
-    lease = transitions.take_lease(event_id, "test-worker", now=now, ttl=timedelta(seconds=30))
+    lease = transitions.take_lease(event_id, "test-worker", at=now, ttl=timedelta(seconds=30))
     assert lease is not None, "event is leased by someone else"
-    assert transitions.begin_submit(event_id, channel, now=now, lease=lease)
+    assert transitions.begin_submit(event_id, channel, now=now, at=now, lease=lease)
     transitions.release_lease(event_id, lease)
 
 

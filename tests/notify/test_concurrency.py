@@ -53,7 +53,7 @@ def test_racing_receipts_and_claims_end_with_exactly_one_email_claim_per_event(p
 def test_racing_workers_take_a_lease_exactly_once(policy, clock):
     event = new_event(clock.now())
 
-    leases = race(lambda i: transitions.take_lease(event.id, f"worker-{i}", now=clock.now(), ttl=TTL))
+    leases = race(lambda i: transitions.take_lease(event.id, f"worker-{i}", at=clock.now(), ttl=TTL))
 
     winners = [lease for lease in leases if lease is not None]
     assert len(winners) == 1
@@ -62,13 +62,13 @@ def test_racing_workers_take_a_lease_exactly_once(policy, clock):
 
 def test_a_worker_cannot_commit_after_its_expired_lease_was_taken_over(policy, clock):
     event = new_event(clock.now())
-    stale = transitions.take_lease(event.id, "worker-a", now=clock.now(), ttl=TTL)
+    stale = transitions.take_lease(event.id, "worker-a", at=clock.now(), ttl=TTL)
     taken_over = threading.Event()
     later = clock.now() + TTL + timedelta(seconds=1)
 
     def worker(i):
         if i == 0:  # the new owner, on its own connection
-            lease = transitions.take_lease(event.id, "worker-b", now=later, ttl=TTL)
+            lease = transitions.take_lease(event.id, "worker-b", at=later, ttl=TTL)
             taken_over.set()
             return lease
         taken_over.wait(timeout=10)  # the slow old owner comes back after the take-over

@@ -94,6 +94,24 @@ def test_it_accepts_the_shortest_expiry_that_leaves_a_budget(db, policy, clock):
     assert event.act_by > clock.now()
 
 
+def test_it_refuses_a_lifetime_past_the_policy_maximum_whoever_creates_it(db, policy, clock):
+    # The factory policy's maximum is an hour; the vault would keep the destinations until then.
+    expires_at = clock.now() + policy.max_lifetime + timedelta(microseconds=1)
+
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(ttl=None, expires_at=expires_at), now=clock.now())
+
+    assert (refused.value.reason, refused.value.field) == (Refusal.LIFETIME_TOO_LONG, "expires_at")
+    assert "at most 3600s" in refused.value.message
+    assert not VaultEntry.objects.exists()
+
+
+def test_it_accepts_a_lifetime_of_exactly_the_policy_maximum(db, policy, clock):
+    event = create_event(reset_request(ttl=policy.max_lifetime), now=clock.now()).event
+
+    assert event.expires_at == clock.now() + timedelta(hours=1)
+
+
 def test_it_refuses_a_region_without_an_active_policy(db, policy, clock):
     PolicyVersionFactory.create(region="EU", status=Status.DRAFT, published_at=None)
 

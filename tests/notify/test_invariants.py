@@ -95,6 +95,24 @@ def test_a_second_email_after_a_recorded_unknown_outcome_is_explained(policy, cl
     assert invariants.check(now=clock.now(), grace=GRACE, provider=provider) == []
 
 
+def test_a_second_email_after_a_lost_sender_is_reported_as_a_possible_duplicate_not_explained(policy, clock):
+    event = new_event(clock.now())
+    Observation.objects.create(
+        event=event, channel=Channel.EMAIL, source=Source.RECOVERY, normalized=Normalized.POSSIBLE_DUPLICATE,
+        raw_status="holder_lost", recorded_at=clock.now(),
+    )  # fmt: skip
+    email_key = message_id(event.id, policy.email_from)
+
+    once = invariants.check(now=clock.now(), grace=GRACE, provider=invariants.ProviderCounts({}, {email_key: 1}))
+    twice = invariants.check(now=clock.now(), grace=GRACE, provider=invariants.ProviderCounts({}, {email_key: 2}))
+    thrice = invariants.check(now=clock.now(), grace=GRACE, provider=invariants.ProviderCounts({}, {email_key: 3}))
+
+    assert once == []
+    assert kinds(twice) == ["possible_duplicate_email"]
+    assert invariants.failures(twice) == []
+    assert kinds(invariants.failures(thrice)) == ["unexplained_email"]
+
+
 @pytest.mark.parametrize("hours", [None, 1])
 def test_the_command_prints_the_violations_and_fails(policy, hours, capsys):
     from django.core.management import call_command

@@ -11,7 +11,7 @@ TTL = seconds(30)
 
 
 def take(event, owner, now) -> transitions.Lease:
-    lease = transitions.take_lease(event.id, owner, now=now, ttl=TTL)
+    lease = transitions.take_lease(event.id, owner, at=now, ttl=TTL)
     assert lease is not None, f"{owner} could not take the lease"
     return lease
 
@@ -20,7 +20,7 @@ def test_a_held_lease_cannot_be_taken(db, policy, clock):
     event = new_event(clock.now())
 
     take(event, "worker-a", clock.now())
-    second = transitions.take_lease(event.id, "worker-b", now=clock.now() + seconds(29), ttl=TTL)
+    second = transitions.take_lease(event.id, "worker-b", at=clock.now() + seconds(29), ttl=TTL)
 
     assert second is None
     assert Event.objects.get(pk=event.id).lease_owner == "worker-a"
@@ -56,7 +56,9 @@ def test_a_stale_holder_cannot_record_a_submit_intent(db, policy, clock):
     stale = take(event, "worker-a", clock.now())
     take(event, "worker-b", clock.now() + seconds(31))
 
-    assert not transitions.begin_submit(event.id, Channel.SMS, now=clock.now() + seconds(32), lease=stale)
+    assert not transitions.begin_submit(
+        event.id, Channel.SMS, now=clock.now() + seconds(32), at=clock.now() + seconds(32), lease=stale
+    )
     assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.CLAIMED
 
 
@@ -64,8 +66,10 @@ def test_a_submit_intent_is_recorded_once(db, policy, clock):
     event = new_event(clock.now())
     lease = take(event, "worker-a", clock.now())
 
-    first = transitions.begin_submit(event.id, Channel.SMS, now=clock.now(), lease=lease)
-    again = transitions.begin_submit(event.id, Channel.SMS, now=clock.now() + seconds(1), lease=lease)
+    first = transitions.begin_submit(event.id, Channel.SMS, now=clock.now(), at=clock.now(), lease=lease)
+    again = transitions.begin_submit(
+        event.id, Channel.SMS, now=clock.now() + seconds(1), at=clock.now() + seconds(1), lease=lease
+    )
 
     sms = Claim.objects.get(event=event, channel=Channel.SMS)
     assert (first is not None, again) == (True, None)
@@ -76,9 +80,9 @@ def test_a_holder_can_renew_until_its_lease_expires(db, policy, clock):
     event = new_event(clock.now())
     lease = take(event, "worker-a", clock.now())
 
-    assert transitions.renew_lease(event.id, lease, now=clock.now() + seconds(20), ttl=TTL)
-    assert transitions.take_lease(event.id, "worker-b", now=clock.now() + seconds(40), ttl=TTL) is None
-    assert not transitions.renew_lease(event.id, lease, now=clock.now() + seconds(50), ttl=TTL)
+    assert transitions.renew_lease(event.id, lease, at=clock.now() + seconds(20), ttl=TTL)
+    assert transitions.take_lease(event.id, "worker-b", at=clock.now() + seconds(40), ttl=TTL) is None
+    assert not transitions.renew_lease(event.id, lease, at=clock.now() + seconds(50), ttl=TTL)
 
 
 def test_release_frees_the_event_but_not_for_a_stale_holder(db, policy, clock):
@@ -89,18 +93,18 @@ def test_release_frees_the_event_but_not_for_a_stale_holder(db, policy, clock):
     assert not transitions.release_lease(event.id, stale)
     assert Event.objects.get(pk=event.id).lease_owner == "worker-b"
     assert transitions.release_lease(event.id, current)
-    assert transitions.take_lease(event.id, "worker-c", now=clock.now() + seconds(32), ttl=TTL) is not None
+    assert transitions.take_lease(event.id, "worker-c", at=clock.now() + seconds(32), ttl=TTL) is not None
 
 
 def test_no_intent_is_recorded_for_an_event_changed_since_it_was_read(policy, clock):
     event = new_event(clock.now())
-    lease = transitions.take_lease(event.id, "slow-worker", now=clock.now(), ttl=seconds(30))
+    lease = transitions.take_lease(event.id, "slow-worker", at=clock.now(), ttl=seconds(30))
     assert lease is not None
     known = rows.load(event.id)
     # Meanwhile the sweeper expires the event (no lease needed for that).
     assert transitions.expire(event.id, now=event.expires_at, actor="sweeper").applied
 
-    begun = transitions.begin_submit(event.id, Channel.SMS, now=clock.now(), lease=lease, known=known)
+    begun = transitions.begin_submit(event.id, Channel.SMS, now=clock.now(), at=clock.now(), lease=lease, known=known)
 
     assert begun is None
     assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.CLAIMED

@@ -60,14 +60,14 @@ class EventLifecycle(RuleBasedStateMachine):
 
     @rule(channel=CHANNELS)
     def submit(self, channel):
-        lease = transitions.take_lease(self.event.id, "submitter", now=self.now, ttl=TTL)
+        lease = transitions.take_lease(self.event.id, "submitter", at=self.now, ttl=TTL)
         if lease is not None:
-            transitions.begin_submit(self.event.id, channel, now=self.now, lease=lease)
+            transitions.begin_submit(self.event.id, channel, now=self.now, at=self.now, lease=lease)
             transitions.release_lease(self.event.id, lease)
 
     @rule(worker=WORKERS)
     def take_lease(self, worker):
-        lease = transitions.take_lease(self.event.id, worker, now=self.now, ttl=TTL)
+        lease = transitions.take_lease(self.event.id, worker, at=self.now, ttl=TTL)
         if lease is not None:
             self.leases[worker] = lease
 

@@ -61,7 +61,7 @@ def test_an_event_not_yet_due_is_left_alone(policy, clock):
 
 def test_an_event_held_by_a_live_lease_is_skipped_until_the_lease_expires(policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, "busy-worker", now=clock.now(), ttl=seconds(30))
+    transitions.take_lease(event.id, "busy-worker", at=clock.now(), ttl=seconds(30))
 
     _, while_held = sweep(clock.now() + seconds(29))
     _, after_expiry = sweep(clock.now() + seconds(30))

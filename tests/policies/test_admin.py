@@ -88,6 +88,21 @@ def test_an_invalid_draft_shows_the_error_on_its_field(client, staff, policy):
     assert "must cover email submit + record" in page
 
 
+def test_a_draft_letting_resets_live_past_a_day_is_refused_on_its_field(client, staff, policy):
+    client.force_login(staff)
+    run_action(client, "new_version_from", policy)
+    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+
+    page = client.post(
+        reverse("admin:policies_policyversion_change", args=[draft.pk]),
+        {**_form(draft), "max_lifetime": "1 00:00:01"},
+    ).content.decode()
+
+    assert "max_lifetime must be at most 24 hours" in page
+    draft.refresh_from_db()
+    assert draft.max_lifetime == policy.max_lifetime
+
+
 def test_only_the_policy_owner_can_approve_and_publish(client, staff, owner, policy):
     client.force_login(staff)
     run_action(client, "new_version_from", policy)

@@ -30,6 +30,7 @@ GOLDEN = {
         "fallback_reserve": timedelta(seconds=300),
         "poll_interval": timedelta(seconds=15),
         "vault_retention": timedelta(days=1),
+        "max_lifetime": timedelta(hours=1),
         "channel_plan": ChannelPlan.SMS_THEN_EMAIL,
         "alert_mode": AlertMode.OBSERVE,
         "consent_required": False,
@@ -39,6 +40,7 @@ GOLDEN = {
         "fallback_reserve": timedelta(seconds=300),
         "poll_interval": timedelta(seconds=20),
         "vault_retention": timedelta(hours=1),
+        "max_lifetime": timedelta(hours=1),
         "channel_plan": ChannelPlan.SMS_THEN_EMAIL,
         "alert_mode": AlertMode.OBSERVE,
         "consent_required": True,
@@ -87,6 +89,8 @@ def test_a_changed_file_becomes_a_new_version_and_retires_the_old(db, tmp_path):
         (("sms_budget_s = 90", "sms_budget_s = 'soon'"), "sms_budget_s must be a number of seconds"),
         (("poll_cost_s = 2", "poll_cost_s = 2\nretry_storm = true"), "unknown setting 'retry_storm'"),
         (('purpose = "transactional"', 'purpose = "marketing"'), "marketing purpose is refused"),
+        (("max_lifetime_s = 3600", "max_lifetime_s = 86401"), "max_lifetime: max_lifetime must be at most 24 hours"),
+        (("max_lifetime_s = 3600", ""), "missing max_lifetime"),
     ],
 )
 def test_a_bad_file_is_refused_naming_the_field_and_loads_nothing(db, tmp_path, edit, message):

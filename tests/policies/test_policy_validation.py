@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
-from policies.models import DURATION_FIELDS
+from policies.models import DURATION_FIELDS, LONGEST_LIFETIME
 from tests.factories import PolicyVersionFactory
 
 
@@ -43,3 +43,16 @@ def test_at_least_one_email_attempt_is_required():
         PolicyVersionFactory.build(email_attempt_limit=0).clean()
 
     assert list(invalid.value.message_dict) == ["email_attempt_limit"]
+
+
+def test_a_reset_may_live_at_most_a_day_under_any_policy():
+    policy = PolicyVersionFactory.build(max_lifetime=LONGEST_LIFETIME + timedelta(seconds=1))
+
+    with pytest.raises(ValidationError) as invalid:
+        policy.clean()
+
+    assert invalid.value.message_dict == {"max_lifetime": ["max_lifetime must be at most 24 hours"]}
+
+
+def test_a_policy_may_allow_exactly_a_day(db):
+    PolicyVersionFactory.build(max_lifetime=timedelta(hours=24)).full_clean(exclude=["number"])

@@ -4,7 +4,7 @@ import pytest
 import time_machine
 from django.contrib.auth.models import Group, Permission, User
 
-from notify.clock import system_clock
+from notify.clock import SystemClock
 from tests.conftest import T0
 from tests.runbook.pager_receiver import pager_receiver  # noqa: F401 (a fixture for the paging tests)
 
@@ -48,14 +48,11 @@ def console(client):
     return login
 
 
-class TravellingClock:
+class TravellingClock(SystemClock):
     """The real clock, stopped: the console reads it, and so can the worker (``clock=``)."""
 
     def __init__(self, traveller) -> None:
         self._traveller = traveller
-
-    def now(self):
-        return system_clock.now()
 
     def advance(self, seconds: float):
         self._traveller.shift(timedelta(seconds=seconds))

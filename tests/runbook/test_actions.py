@@ -31,7 +31,7 @@ def acting(console, responder):
 def abandoned(policy, clock):
     """An event whose worker took the lease and died: the lease has run out."""
     event = new_event(clock.now())
-    lease = transitions.take_lease(event.id, WORKER, now=clock.now(), ttl=timedelta(seconds=30))
+    lease = transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     clock.advance(31)
     event.refresh_from_db()
     assert lease is not None
@@ -60,7 +60,7 @@ def test_releasing_an_expired_lease_frees_and_fences_it_and_wakes_a_worker(
 
 def test_a_live_lease_is_not_released(acting, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, now=clock.now(), ttl=timedelta(seconds=30))
+    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     event.refresh_from_db()
     response = _post(acting, "runbook:release-lease", event, {"lease_token": event.lease_token})
     assert _messages(response)[0].startswith("Not released")
@@ -71,7 +71,7 @@ def test_a_live_lease_is_not_released(acting, policy, clock):
 def test_a_lease_taken_over_since_the_page_was_loaded_is_not_released(acting, abandoned, clock):
     seen_token = abandoned.lease_token
     # Another worker took the expired lease over, then it expired too (its token differs from the one seen).
-    transitions.take_lease(abandoned.id, "worker:host-2:7", now=clock.now(), ttl=timedelta(seconds=1))
+    transitions.take_lease(abandoned.id, "worker:host-2:7", at=clock.now(), ttl=timedelta(seconds=1))
     clock.advance(2)
     response = _post(acting, "runbook:release-lease", abandoned, {"lease_token": seen_token})
     assert _messages(response)[0].startswith("Not released: since you loaded the page")
@@ -83,7 +83,7 @@ def test_the_release_button_is_shown_only_for_an_expired_lease(acting, abandoned
     release = reverse("runbook:release-lease", args=[abandoned.id])
     assert release in acting.get(reverse("runbook:event", args=[abandoned.id])).content.decode()
     live = new_event(clock.now())
-    transitions.take_lease(live.id, WORKER, now=clock.now(), ttl=timedelta(seconds=30))
+    transitions.take_lease(live.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     page = acting.get(reverse("runbook:event", args=[live.id])).content.decode()
     assert reverse("runbook:release-lease", args=[live.id]) not in page
 
@@ -186,7 +186,7 @@ def test_an_ended_event_marked_for_follow_up_is_on_the_follow_up_list(acting, po
     quiet = event_in(State.SMS_DELIVERED, clock)
     _post(acting, "runbook:follow-up", ended, {"note": "subscriber called support"})
     # Releasing a lease also leaves an operator note, but marks nothing for follow-up.
-    transitions.take_lease(quiet.id, WORKER, now=clock.now(), ttl=timedelta(seconds=1))
+    transitions.take_lease(quiet.id, WORKER, at=clock.now(), ttl=timedelta(seconds=1))
     clock.advance(2)
     quiet.refresh_from_db()
     _post(acting, "runbook:release-lease", quiet, {"lease_token": quiet.lease_token})

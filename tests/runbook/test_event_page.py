@@ -31,7 +31,7 @@ def test_it_shows_the_facts_of_the_event(page, policy, clock):
 
 def test_a_live_lease_names_its_holder_and_expiry(page, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, now=clock.now(), ttl=timedelta(seconds=30))
+    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     status = page(event).context["status"]
     assert status.owner.live
     assert status.owner.holder == WORKER
@@ -40,7 +40,7 @@ def test_a_live_lease_names_its_holder_and_expiry(page, policy, clock):
 
 def test_an_expired_lease_reads_as_unowned_and_says_why(page, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, now=clock.now(), ttl=timedelta(seconds=30))
+    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     clock.advance(31)
     response = page(event)
     assert not response.context["status"].owner.live

@@ -16,11 +16,22 @@ from tests.runbook.events import event_in
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NO_RECEIPT = (("sent", 0),)
+METRICS_TOKEN = "test-only-metrics-token-for-the-scrapes"
+
+
+@pytest.fixture(autouse=True)
+def metrics_token(settings):
+    settings.METRICS_TOKEN = METRICS_TOKEN
+
+
+def scrape_text(client):
+    """/metrics as Prometheus gets it, with the token its scrape config sends."""
+    return client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).content.decode()
 
 
 def scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of /metrics, keyed by name and sorted labels."""
-    text = client.get("/metrics").content.decode()
+    text = scrape_text(client)
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(text)
@@ -137,5 +148,5 @@ def test_the_sweeper_heartbeat_is_exposed(client, db):
 
 def test_no_metric_is_labelled_with_an_event(client, policy, clock):
     event = event_in(State.SMS_PENDING, clock)
-    text = client.get("/metrics").content.decode()
+    text = scrape_text(client)
     assert event.id not in text

@@ -52,7 +52,7 @@ def events(policy, clock, simulator, transports):
         raw_status="sent",
         payload='{"MessageStatus": "sent", "ErrorCode": null}',
     )
-    transitions.take_lease(pending.id, WORKER, now=clock.now(), ttl=timedelta(seconds=30))
+    transitions.take_lease(pending.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     note = transitions.ObservationInput(Channel.SMS, Source.OPERATOR, Normalized.NOTE, note="carrier delay")
     transitions.record_observation(pending.id, note, now=clock.now(), actor="operator:root")
     clock.advance(700)

@@ -70,7 +70,9 @@ def _deploy_check(**overrides: str) -> subprocess.CompletedProcess[str]:
         "NOTIFY_RECIPIENT_PEPPER": "deploy-check-pepper",
         "TWILIO_ACCOUNT_SID": "AC" + "0" * 32,
         "TWILIO_AUTH_TOKEN": "deploy-check-token",
+        "EMAIL_HOST": "smtp.example.org",
         "PUBLIC_BASE_URL": "https://reset.example.org",
+        "METRICS_TOKEN": secrets.token_urlsafe(32),
         **overrides,
     }
     return subprocess.run(
@@ -93,3 +95,10 @@ def test_the_deploy_check_would_catch_plain_http():
     result = _deploy_check(DJANGO_HTTPS="false")
     assert result.returncode != 0
     assert "SECURE_SSL_REDIRECT" in result.stderr
+
+
+@pytest.mark.parametrize(("token", "check"), [("", "runbook.W001"), ("short", "runbook.W002")])
+def test_the_deploy_check_would_catch_a_missing_or_weak_metrics_token(token, check):
+    result = _deploy_check(METRICS_TOKEN=token)
+    assert result.returncode != 0
+    assert check in result.stderr

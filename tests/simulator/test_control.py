@@ -18,6 +18,8 @@ def test_counts_start_empty(simulator):
         "callbacks_sent": 0,
         "sms_rejected": 0,
         "email_rejected": 0,
+        "sms_accepted_late": 0,
+        "smtp_paced_connections": 0,
     }
 
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.models import ServiceToken
 
 
@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            row, token = ServiceToken.issue(options["service"], now=system_clock.now(), label=options["label"])
+            row, token = ServiceToken.issue(options["service"], now=current_clock().now(), label=options["label"])
         except ValidationError as invalid:
             problems = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in invalid.message_dict.items())
             raise CommandError(f"cannot create a token: {problems}") from None

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from notify import tasks
-from notify.clock import system_clock
+from notify.clock import current_clock
 from notify.events import EventRefused, ResetRequest, create_event
 from notify.simulator.control import SimulatorControl
 from notify.simulator.fictional import fictional_phone
@@ -63,7 +63,7 @@ class Command(BaseCommand):
                 consent=True,
             )
             try:
-                event = create_event(request, now=system_clock.now()).event
+                event = create_event(request, now=current_clock().now()).event
             except EventRefused as refused:
                 self.stderr.write(f"demo_feed: refused ({refused.reason}): {refused.message}")
             else:

@@ -1,8 +1,9 @@
-"""Prepare the embedded demo: a console login that is printed once."""
+"""Prepare the embedded demo: a console login, and how to scrape its metrics, printed once."""
 
 import os
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
@@ -23,3 +24,7 @@ class Command(BaseCommand):
             user.save()
         port = os.environ.get("DEMO_PORT", "8000")
         self.stdout.write(f"Demo login: {DEMO_USERNAME} / {DEMO_PASSWORD} at http://127.0.0.1:{port}/")
+        # The demo's generated token (var/dev-secrets.json): /metrics wants it here as in production.
+        self.stdout.write(
+            f"Metrics: curl -H 'Authorization: Bearer {settings.METRICS_TOKEN}' http://127.0.0.1:{port}/metrics"
+        )

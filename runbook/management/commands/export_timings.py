@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Min
 
-from notify.clock import system_clock
+from notify.clock import current_clock
 from policies.models import PolicyVersion
 from runbook.replay import timings
 from runbook.replay.export import export
@@ -35,6 +35,6 @@ class Command(BaseCommand):
                 f"--since-hours {options['since_hours']:g} reaches past the observation retention "
                 f"({kept.total_seconds() / 3600:g} h): older events have lost their receipts"
             )
-        since = system_clock.now() - window
+        since = current_clock().now() - window
         written = timings.write(options["out"], export(since, options["region"], seed=options["seed"]))
         self.stdout.write(f"{written} records written to {options['out']}")

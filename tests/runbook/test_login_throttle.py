@@ -1,0 +1,166 @@
+"""Console and admin logins: failures counted per client address and per account, then 429 until the window ends."""
+
+import io
+import re
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.contrib.auth.models import User
+from django.contrib.auth.signals import user_login_failed
+from django.core.cache import cache
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from config.env import Rate
+from tests.conftest import T0
+
+CONSOLE = "/accounts/login/"
+ADMIN = "/admin/login/"
+PASSWORD = "correct horse battery staple"  # the runbook fixtures' users'
+
+
+@pytest.fixture(autouse=True)
+def small_limits(settings):
+    settings.LOGIN_FAILURES_PER_CLIENT = Rate(3, 900)
+    settings.LOGIN_FAILURES_PER_ACCOUNT = Rate(5, 900)
+
+
+@pytest.fixture(autouse=True)
+def stopped_clock():
+    # Windows are fixed: a stopped clock keeps every attempt of a test in one of them. The
+    # counts live in the process's cache, so each test starts (and leaves) it empty.
+    cache.clear()
+    with time_machine.travel(T0 + timedelta(minutes=1), tick=False) as traveller:
+        yield traveller
+    cache.clear()
+
+
+def log_in(username, password, address, url=CONSOLE):
+    """One attempt from a fresh browser at ``address``."""
+    return Client().post(url, {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def error_shown(response) -> str:
+    return " ".join(re.findall(r'<p class="error(?:note)?">([^<]*)</p>', response.content.decode()))
+
+
+def test_a_client_over_its_limit_is_told_to_wait_even_with_the_right_password(responder):
+    for guess in ("ghost", "olga", "rita"):
+        assert log_in(guess, "wrong", "10.0.0.1").status_code == 200
+
+    refused = log_in("rita", PASSWORD, "10.0.0.1")
+
+    assert refused.status_code == 429
+    assert error_shown(refused) == "Too many failed log-in attempts. Wait 14 minutes and try again."
+    assert "_auth_user_id" not in refused.wsgi_request.session
+
+
+def test_failures_under_the_limit_do_not_stop_the_right_password(responder):
+    log_in("rita", "wrong", "10.0.0.1")
+    log_in("rita", "wrong", "10.0.0.1")
+
+    assert log_in("rita", PASSWORD, "10.0.0.1").status_code == 302
+
+
+def test_other_clients_failures_on_other_accounts_do_not_block_a_login(responder, viewer):
+    for _ in range(10):
+        log_in("victor", "wrong", "10.0.0.1")
+        log_in("nobody", "wrong", "10.0.0.3")
+
+    assert log_in("rita", PASSWORD, "10.0.0.2").status_code == 302
+
+
+def test_an_account_guessed_from_many_addresses_is_throttled_from_everywhere(responder, viewer):
+    for n in range(5):
+        log_in("rita", "wrong", f"10.0.1.{n}")
+
+    assert log_in("rita", PASSWORD, "10.0.2.1").status_code == 429
+    # The same fresh address may still log in to an account nobody guessed at.
+    assert log_in("victor", PASSWORD, "10.0.2.1").status_code == 302
+
+
+def test_spellings_of_one_name_count_as_one_account(responder):
+    full_width = "\uff52\uff49\uff54\uff41"
+    for n, spelling in enumerate(["RITA", " rita", "Rita", "rita ", full_width]):
+        log_in(spelling, "wrong", f"10.0.1.{n}")
+
+    assert log_in("rita", PASSWORD, "10.0.2.1").status_code == 429
+
+
+def test_the_answer_does_not_tell_whether_the_account_exists(responder):
+    for n in range(5):
+        log_in("rita", "wrong", f"10.0.1.{n}")
+        log_in("nobody-by-this-name", "wrong", f"10.0.3.{n}")
+
+    real = log_in("rita", "wrong", "10.0.2.1")
+    unknown = log_in("nobody-by-this-name", "wrong", "10.0.2.2")
+
+    assert (real.status_code, error_shown(real)) == (unknown.status_code, error_shown(unknown))
+    assert real.status_code == 429
+
+
+def test_a_throttled_attempt_checks_no_password(responder):
+    for _ in range(3):
+        log_in("rita", "wrong", "10.0.0.1")
+    checked: list[object] = []
+    user_login_failed.connect(checked.append, dispatch_uid="count-checks")
+    try:
+        log_in("rita", "still wrong", "10.0.0.1")
+    finally:
+        user_login_failed.disconnect(dispatch_uid="count-checks")
+
+    assert checked == []
+
+
+def test_the_throttle_lifts_when_the_window_ends(responder, stopped_clock):
+    for _ in range(3):
+        log_in("rita", "wrong", "10.0.0.1")
+    assert log_in("rita", PASSWORD, "10.0.0.1").status_code == 429
+
+    stopped_clock.shift(timedelta(minutes=15))
+
+    assert log_in("rita", PASSWORD, "10.0.0.1").status_code == 302
+
+
+def test_the_admin_login_is_throttled_too(db):
+    User.objects.create_superuser("admin", "admin@example.org", PASSWORD)
+    for _ in range(3):
+        assert log_in("admin", "wrong", "10.0.0.1", url=ADMIN).status_code == 200
+
+    refused = log_in("admin", PASSWORD, "10.0.0.1", url=ADMIN)
+
+    assert refused.status_code == 429
+    assert "Too many failed log-in attempts" in error_shown(refused)
+    assert log_in("admin", PASSWORD, "10.0.0.2", url=ADMIN).status_code == 302
+
+
+def test_admin_and_console_failures_count_together(responder):
+    for _ in range(3):
+        log_in("rita", "wrong", "10.0.0.1", url=ADMIN)
+
+    assert log_in("rita", PASSWORD, "10.0.0.1").status_code == 429
+
+
+def test_the_log_names_neither_the_address_nor_the_account(responder, caplog):
+    for _ in range(4):
+        log_in("rita", "wrong", "10.0.0.1")
+
+    assert "login_throttled" in caplog.text
+    assert "10.0.0.1" not in caplog.text
+    assert "rita" not in caplog.text
+
+
+def test_an_operator_can_lift_an_account_throttle_before_the_window_ends(responder):
+    for n in range(5):
+        log_in("rita", "wrong", f"10.0.1.{n}")
+    assert log_in("rita", PASSWORD, "10.0.2.1").status_code == 429
+
+    call_command("unthrottle_login", "--account", "Rita", stdout=io.StringIO(), stderr=io.StringIO())
+
+    assert log_in("rita", PASSWORD, "10.0.2.1").status_code == 302
+
+
+def test_lifting_needs_an_account_or_an_address(db):
+    with pytest.raises(CommandError, match="--account, --address"):
+        call_command("unthrottle_login")
