@@ -49,20 +49,25 @@ test-sqlite: $(STAMP)
 	rm -rf var/test-sqlite
 	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies tests/runbook
 
-# The short chaos run: a few hundred events under faults, about a minute (CI runs it too).
+# The short chaos runs: a few hundred events under faults on Redis, fewer on RabbitMQ, a few
+# minutes in all (CI runs them too).
 chaos-short: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 300 --rate 10 --workers 3
+	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 150 --rate 10 --workers 3 --broker rabbitmq
 
 test: system-packages lint typecheck test-postgres test-sqlite chaos-short
 
 bench: $(STAMP)
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run $(BENCH)
 
-# Events through real workers, beat, web and the simulator on PostgreSQL and Redis while
-# workers are killed, Redis restarts and connections drop; then the invariants.
-# CHAOS_ARGS, e.g. "--events 300 --rate 10", makes a shorter run. NB: restarts the local Redis.
+# Events through real workers, beat, web and the simulator on PostgreSQL, with Redis and then
+# RabbitMQ as the broker, while workers are killed, the broker restarts, connections drop,
+# the relay crawls and two workers' clocks are 30 s off; then the invariants.
+# CHAOS_ARGS, e.g. "--events 300 --rate 10", makes shorter runs. NB: restarts the local Redis
+# and RabbitMQ.
 chaos: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m bench.chaos $(CHAOS_ARGS)
+	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 500 --broker rabbitmq $(CHAOS_ARGS)
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.

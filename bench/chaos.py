@@ -3,10 +3,13 @@
 Several ``celery worker`` processes, ``celery beat``, a gunicorn web server taking the
 provider's signed callbacks, and the provider simulator run on PostgreSQL and Redis. A
 stream of events is fed in while a controller, on a schedule derived from the seed,
-kills workers with SIGKILL (mid-lease, mid-call), restarts Redis once, terminates the
-workers' PostgreSQL connections once, and scripts provider faults per message (timeouts
-after acceptance, 5xx, rejections, callbacks dropped, duplicated, reordered, delayed past
-the fallback; SMTP deferrals, refusals and connections lost after DATA).
+kills workers with SIGKILL (mid-lease, mid-call), restarts the broker once, terminates the
+workers' PostgreSQL connections once, slows the SMTP relay at every reply now and then, and
+scripts provider faults per message (timeouts after acceptance, acceptances after the
+client's timeout, 5xx, rejections, callbacks dropped, duplicated, reordered, delayed past
+the fallback; SMTP deferrals, refusals and connections lost after DATA). One worker's clock
+runs 30 s ahead and another's 30 s behind; the provider keeps no message body
+(ContentRetention=discard and body redaction), and in the RabbitMQ run masks numbers too.
 
 At the end ``notify.invariants`` reads the database and the simulator's counts; the logs
 and a sample of console pages are searched for the personal data the events carried.
@@ -30,10 +33,16 @@ from pathlib import Path
 from bench import processes
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results" / "chaos.json"
+RESULTS = ROOT / "bench" / "results"
 DATABASE = "reset_delivery_chaos"
-BROKER = "redis://127.0.0.1:6379/13"
+BROKERS = {"redis": "redis://127.0.0.1:6379/13", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
 LOGS = ROOT / "var" / "chaos"
+# The simulator's late acceptances finish within this (scripted below), and the workers'
+# processing horizon covers it: "not found" proves absence only past it.
+LATE_ACCEPTANCE_SECONDS = 2.5
+PROCESSING_HORIZON_SECONDS = 3
+# Workers 0 and 1 play hosts whose clocks are this far off the database's.
+CLOCK_OFFSETS = {0: 30.0, 1: -30.0}
 
 # Provider behaviours per message, with weights: mostly normal, every fault kind present.
 # (weight, what the create calls do in turn, the final status and its delay, callbacks)
@@ -50,6 +59,8 @@ _SMS = {
     "timeout_after_acceptance": (6, ["accept_then_drop", "accept"], ("delivered", 0.5), "normal"),
     "error_after_acceptance": (5, ["accept_then_500", "accept"], ("delivered", 0.5), "normal"),
     "provider_hangs": (3, ["hang", "accept"], ("delivered", 0.5), "normal"),
+    # Twilio still processing when our client gives up; the message is listed seconds later.
+    "accepted_after_timeout": (6, ["accept_late", "accept"], ("delivered", 0.5), "normal"),
 }
 SMS_PROFILES = {
     name: (
@@ -58,6 +69,7 @@ SMS_PROFILES = {
             "create": create,
             "statuses": [["sent", 0.2]] + ([[final[0], final[1]]] if final else []),
             "callbacks": callbacks,
+            **({"hang_seconds": LATE_ACCEPTANCE_SECONDS} if "accept_late" in create else {}),
         },
     )
     for name, (weight, create, final, callbacks) in _SMS.items()
@@ -77,6 +89,7 @@ class Run:
     events: int
     workers: int
     rate: float
+    broker: str
     # Which worker dies when: its own stream, so the kills do not shift with the event mix.
     victims: random.Random = field(default_factory=random.Random)
     faults: Counter[str] = field(default_factory=Counter)
@@ -89,8 +102,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=20.0, help="events created per second")
+    parser.add_argument("--broker", choices=sorted(BROKERS), default="redis", help="the Celery broker to run on")
     options = parser.parse_args(argv)
-    run = Run(options.seed, options.events, options.workers, options.rate)
+    run = Run(options.seed, options.events, options.workers, options.rate, options.broker)
     # Fresh logs: the personal-data search must read this run's output only.
     shutil.rmtree(LOGS, ignore_errors=True)
     LOGS.mkdir(parents=True)
@@ -99,13 +113,16 @@ def main(argv: list[str]) -> int:
         {
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DATABASE}",
-            "CELERY_BROKER_URL": BROKER,
+            "CELERY_BROKER_URL": BROKERS[run.broker],
             "PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
             "DJANGO_HTTPS": "false",
             "NOTIFY_SWEEP_INTERVAL": "0.5",
             "NOTIFY_SWEEP_REDELIVER_AFTER": "2",
             "NOTIFY_SMS_LOOKUP_DELAY": "0.2",
             "TWILIO_TIMEOUT": "1",
+            "TWILIO_PROCESSING_HORIZON": str(PROCESSING_HORIZON_SECONDS),
+            # The RabbitMQ run's account masks numbers: lookups there can find, never disprove.
+            "TWILIO_PHONE_REDACTION": "1" if run.broker == "rabbitmq" else "0",
             "EMAIL_TIMEOUT": "1",
             "LOG_FORMAT": "json",
         }
@@ -138,8 +155,10 @@ def main(argv: list[str]) -> int:
         for process in run.processes:
             _stop(process)
         simulator.stop()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / ("chaos.json" if run.broker == "redis" else f"chaos-{run.broker}.json")).write_text(
+        json.dumps(summary, indent=2) + "\n"
+    )
     print(json.dumps(summary, indent=2))
     return 1 if summary["violations"] else 0
 
@@ -153,19 +172,24 @@ def _prepare_database() -> None:
 
 
 def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
-    import redis
-
     from notify import tasks
     from notify.clock import current_clock
     from notify.events import ResetRequest, create_event
     from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
 
-    redis.Redis.from_url(BROKER).flushdb()
+    _empty_broker(run.broker)
     from bench.database import seconds_scale_policy
 
-    policy = seconds_scale_policy("US")
+    # An SMS budget past the processing horizon, so absence can be proven before D; the
+    # provider keeps no body, so every lookup goes by sender and time.
+    policy = seconds_scale_policy("US", sms_budget=timedelta(seconds=6), sms_discard_content=True)
+    simulator.control.redact(body=True, phone=run.broker == "rabbitmq")
+    run.faults["sms_body_redaction"] += 1
+    run.faults["sms_phone_redaction"] += run.broker == "rabbitmq"
     run.processes.append(_spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{web_port}", "-w", "2"]))
     workers = [_worker(index) for index in range(run.workers)]
+    for index in range(min(run.workers, len(CLOCK_OFFSETS))):
+        run.faults[f"worker_clock_{CLOCK_OFFSETS[index]:+.0f}s"] += 1
     run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))
     rng = random.Random(run.seed)
     run.victims = random.Random(run.seed + 1)
@@ -190,22 +214,23 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         event = create_event(request, now=current_clock().now()).event
         tasks.send(event.id)
         created.append(event.id)
-        _inject_due(plan, run, workers, started)
+        _inject_due(plan, run, workers, started, simulator)
         time.sleep(max(0.0, started + (number + 1) / run.rate - time.monotonic()))
     # Keep the faults coming until the schedule is done, then let everything settle.
     while plan:
-        _inject_due(plan, run, workers, started)
+        _inject_due(plan, run, workers, started, simulator)
         time.sleep(0.2)
     _settle(created, deadline=time.monotonic() + 90)
     return _verdict(run, simulator, created)
 
 
-def _spawn(name: str, command: list[str]) -> subprocess.Popen[bytes]:
+def _spawn(name: str, command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     log = (LOGS / f"{name}.log").open("ab")
     binary = Path(sys.executable).parent / command[0]
     return subprocess.Popen(
-        [str(binary), *command[1:]], cwd=ROOT, stdout=log, stderr=log, start_new_session=True, env=os.environ.copy()
-    )
+        [str(binary), *command[1:]], cwd=ROOT, stdout=log, stderr=log, start_new_session=True,
+        env=os.environ | (env or {}),
+    )  # fmt: skip
 
 
 def _worker(index: int) -> dict[str, object]:
@@ -213,7 +238,42 @@ def _worker(index: int) -> dict[str, object]:
         "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-heartbeat",
         "--without-gossip", "--without-mingle", "--hostname", f"chaos{index}@%h",
     ]  # fmt: skip
-    return {"index": index, "command": command, "process": _spawn(f"worker-{index}", command)}
+    # Each worker is a host of its own for the clock report; two of them with clocks 30 s off.
+    env = {"NOTIFY_HOST_NAME": f"chaos-worker-{index}", "NOTIFY_CLOCK_OFFSET": str(CLOCK_OFFSETS.get(index, 0.0))}
+    return {"index": index, "command": command, "env": env, "process": _spawn(f"worker-{index}", command, env)}
+
+
+def _empty_broker(broker: str) -> None:
+    """Start without wake-ups left over from an earlier run."""
+    if broker == "redis":
+        import redis
+
+        redis.Redis.from_url(BROKERS["redis"]).flushdb()
+    else:
+        subprocess.run(["rabbitmqctl", "purge_queue", "celery"], capture_output=True, check=False)
+
+
+def _restart_broker(broker: str) -> None:
+    """Stop the broker (queued wake-ups are lost) and start it again."""
+    if broker == "redis":
+        subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True, check=False)
+        time.sleep(2.0)
+        subprocess.run(
+            ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
+             "--appendonly", "no"],
+            capture_output=True, check=True,
+        )  # fmt: skip
+        ready = ["redis-cli", "-p", "6379", "ping"]
+    else:
+        subprocess.run(["rabbitmqctl", "stop_app"], capture_output=True, check=False)
+        subprocess.run(["rabbitmqctl", "purge_queue", "celery"], capture_output=True, check=False)
+        time.sleep(2.0)
+        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, check=True)
+        ready = ["rabbitmqctl", "await_startup"]
+    for _ in range(50):
+        if subprocess.run(ready, capture_output=True).returncode == 0:
+            break
+        time.sleep(0.1)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -236,10 +296,18 @@ def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
         at += rng.uniform(3, 6)
     plan.append((feeding * rng.uniform(0.3, 0.5), "restart_broker"))
     plan.append((feeding * rng.uniform(0.6, 0.8), "reset_database_connections"))
+    # A relay slower than the lease, every reply inside the read timeout: now and then, for the
+    # next few connections (whichever emails they carry).
+    at = rng.uniform(1, 5)
+    while at < feeding:
+        plan.append((at, "slow_smtp_relay"))
+        at += rng.uniform(8, 16)
     return sorted(plan)
 
 
-def _inject_due(plan: list[tuple[float, str]], run: Run, workers: list[dict[str, object]], started: float) -> None:
+def _inject_due(
+    plan: list[tuple[float, str]], run: Run, workers: list[dict[str, object]], started: float, simulator
+) -> None:
     while plan and plan[0][0] <= time.monotonic() - started:
         _, fault = plan.pop(0)
         run.faults[fault] += 1
@@ -250,20 +318,14 @@ def _inject_due(plan: list[tuple[float, str]], run: Run, workers: list[dict[str,
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             time.sleep(1.0)  # the pause: its leases run out meanwhile
-            victim["process"] = _spawn(f"worker-{victim['index']}", victim["command"])  # type: ignore[arg-type]
+            victim["process"] = _spawn(f"worker-{victim['index']}", victim["command"], victim["env"])  # type: ignore[arg-type]
             run.processes.append(victim["process"])  # type: ignore[arg-type]
         elif fault == "restart_broker":
-            subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True, check=False)
-            time.sleep(2.0)
-            subprocess.run(
-                ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
-                 "--appendonly", "no"],
-                capture_output=True, check=True,
-            )  # fmt: skip
-            for _ in range(50):
-                if subprocess.run(["redis-cli", "-p", "6379", "ping"], capture_output=True).returncode == 0:
-                    break
-                time.sleep(0.1)
+            _restart_broker(run.broker)
+        elif fault == "slow_smtp_relay":
+            # 0.9 s before each reply, under the 1 s read timeout: about 8 s an exchange, well
+            # past the lease, were it not for the send's own deadline (4 s here).
+            simulator.control.pace_smtp(connections=3, reply_delay=0.9)
         elif fault == "reset_database_connections":
             from django.db import connection
 
@@ -287,9 +349,9 @@ def _settle(created: list[str], *, deadline: float) -> None:
 def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
     from django.test import Client
 
-    from notify import invariants
+    from notify import invariants, tallies
     from notify.clock import current_clock
-    from notify.models import Claim, Event, Observation
+    from notify.models import Claim, Event, HostClock, Observation
     from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
 
     counts = simulator.control.counts()
@@ -319,8 +381,20 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
         "possible_duplicates": kinds["possible_duplicate_email"],
         "lost": kinds["open_after_expiry"],
         "late_fallbacks": len(late),
+        # SMS whose submit stayed unsettled past D and that turned up after the email was claimed.
+        "late_sms_acceptances": _tally(tallies.LATE_SMS_ACCEPTANCES),
+        "fallbacks_without_useful_life": _tally(tallies.FALLBACKS_WITHOUT_USEFUL_LIFE),
+        # Each worker host's largest offset from the database's clock in its last report.
+        "host_clock_offsets": dict(HostClock.objects.order_by("host").values_list("host", "offset_seconds")),
+        "broker": run.broker,
         "violations": violations,
     }
+
+
+def _tally(name: str) -> int:
+    from notify.models import Tally
+
+    return int(sum(Tally.objects.filter(name=name).values_list("value", flat=True)))
 
 
 def _injected(run: Run) -> Counter[str]:
@@ -345,6 +419,8 @@ def _exercised(created: list[str], counts) -> Counter[str]:
     met["sms:callbacks_sent"] = counts.get("callbacks_sent", 0)
     met["sms:rejected_by_provider"] = counts.get("sms_rejected", 0)
     met["email:refused_by_relay"] = counts.get("email_rejected", 0)
+    met["sms:accepted_after_client_timeout"] = counts.get("sms_accepted_late", 0)
+    met["email:slow_relay_connections"] = counts.get("smtp_paced_connections", 0)
     return met
 
 
