@@ -203,6 +203,16 @@ def record_observation(
     return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation)
 
 
+def delivery_proves_acceptance(loaded: rows.Loaded) -> bool:
+    """Whether an SMS delivery reported now must first be recorded as the acceptance it proves.
+
+    So while the SMS waits for its submit's answer, or for proof either way after an unknown
+    outcome (the event may have moved on to the email meanwhile): the delivery settles it.
+    """
+    sms = loaded.claims.get(Channel.SMS)
+    return loaded.event.state == State.SMS_REQUESTED or (sms is not None and sms.state == ClaimState.SUBMITTING)
+
+
 def record_receipt(
     event_id: str,
     observation: ObservationInput,
@@ -222,10 +232,7 @@ def record_receipt(
     """
     if observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED:
         loaded = known if known is not None else rows.load(event_id)
-        sms = loaded.claims.get(Channel.SMS)
-        # Waiting for the submit's answer, or for proof either way after an unknown outcome
-        # (the event may have moved on to the email meanwhile): a delivery settles it.
-        if loaded.event.state == State.SMS_REQUESTED or (sms is not None and sms.state == ClaimState.SUBMITTING):
+        if delivery_proves_acceptance(loaded):
             implied = dataclasses.replace(
                 observation,
                 normalized=Normalized.ACCEPTED,

@@ -18,6 +18,7 @@ SUMMARY_COLUMNS = [
     "events",
     "extra_messages",
     "useless_fallbacks",
+    "fallbacks_without_useful_life",
     "expired_without_outcome",
     "would_page",
     "pages_without_action",
@@ -25,7 +26,14 @@ SUMMARY_COLUMNS = [
     "claim_remaining_p50_s",
     "claim_remaining_p95_s",
 ]
-COUNTED = ["extra_messages", "useless_fallbacks", "expired_without_outcome", "would_page", "pages_without_action"]
+COUNTED = [
+    "extra_messages",
+    "useless_fallbacks",
+    "fallbacks_without_useful_life",
+    "expired_without_outcome",
+    "would_page",
+    "pages_without_action",
+]
 _TARGET = re.compile(r"^(?P<metric>[a-z_]+)\s*<=\s*(?P<limit>[0-9.]+)(?P<percent>%?)$")
 
 
@@ -40,6 +48,7 @@ class Counts:
     events: int = 0
     extra_messages: int = 0
     useless_fallbacks: int = 0
+    fallbacks_without_useful_life: int = 0
     expired_without_outcome: int = 0
     would_page: int = 0
     pages_without_action: int = 0
@@ -49,6 +58,7 @@ class Counts:
         self.events += 1
         self.extra_messages += outcome.extra_message
         self.useless_fallbacks += outcome.useless_fallback
+        self.fallbacks_without_useful_life += outcome.no_useful_life
         self.expired_without_outcome += outcome.expired_without_outcome
         self.would_page += outcome.paged
         self.pages_without_action += outcome.page_without_action
@@ -158,9 +168,10 @@ def write_report(path: Path, results: Results, *, source: str, baseline: str, ta
         lines += [
             f"## {region}",
             "",
-            "| candidate | events | extra messages | useless fallbacks | expired without outcome | would page "
-            "| pages without action | lifetime left at claim p5 / p50 / p95 (s) | meets targets |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| candidate | events | extra messages | useless fallbacks | fallbacks without useful life "
+            "| expired without outcome | would page | pages without action "
+            "| lifetime left at claim p5 / p50 / p95 (s) | meets targets |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for candidate, counts in candidates.items():
             quantiles = counts.percentiles()
@@ -168,7 +179,9 @@ def write_report(path: Path, results: Results, *, source: str, baseline: str, ta
             meets = "✔" if targets and all(target.met(counts) for target in targets) else ""
             lines.append(
                 f"| {_label(candidate)} | {counts.events} | {_share(counts.extra_messages, counts)} "
-                f"| {_share(counts.useless_fallbacks, counts)} | {_share(counts.expired_without_outcome, counts)} "
+                f"| {_share(counts.useless_fallbacks, counts)} "
+                f"| {_share(counts.fallbacks_without_useful_life, counts)} "
+                f"| {_share(counts.expired_without_outcome, counts)} "
                 f"| {_share(counts.would_page, counts)} | {counts.pages_without_action} | {spread} | {meets} |"
             )
         lines.append("")
@@ -180,7 +193,9 @@ def write_report(path: Path, results: Results, *, source: str, baseline: str, ta
         "![Reset lifetime left at the fallback claim](remaining_lifetime.png)",
         "",
         "Extra messages: the fallback went out and the SMS was delivered anyway (two valid messages). "
-        "Useless fallbacks: emails claimed with less lifetime left than the email step costs. "
+        "Useless fallbacks: emails claimed with less lifetime left than the email step costs (never sent). "
+        "Fallbacks without useful life: emails not sent, or not sent again after a lost answer, "
+        "because the link had less than the email step's cost left. "
         "Pages without action must be zero: a page is only sent while a step remains.",
         "",
     ]

@@ -3,20 +3,33 @@
 Nothing here decides anything of its own: ``machine.decide`` says what is next and when,
 ``transitions.observation_change`` / ``fallback_change`` / ``expiry_change`` say what
 the table allows, ``transitions.advance`` moves the event (the in-memory half of the
-writer the worker uses), and ``runbook.risk.pageable`` says whether a page would go
-out. The record supplies only what the providers did and how long it took.
+writer the worker uses), ``transitions.not_listed`` says what a lookup that did not find
+the SMS proves, and ``runbook.risk.pageable`` says whether a page would go out. The record
+supplies only what the providers did and how long it took.
 
 The provider model, per the worker (``notify/worker.py``):
 - The SMS submit is answered ``sms_accept_s`` after it started, unless that is longer
-  than the client timeout: then the outcome is unknown, and the claim is settled by a
-  lookup (found once the provider has accepted it; not found before, and sent again).
+  than the client timeout (``TWILIO_TIMEOUT``): then the outcome is unknown, and the
+  claim is settled by lookups. A lookup finds the message once the provider has accepted
+  it. Before that, "not found" proves absence only once our call's bound and the
+  provider's processing horizon have passed since the attempt began; until then the
+  lookup is repeated with backoff, and at D the event yields to the email: never a second
+  SMS. The horizon is ``TWILIO_PROCESSING_HORIZON``, the one the production transport is
+  given. A record accepted later than that breaks the provider's promise: the message is
+  then resubmitted, as the worker would, and ``Outcome.sms_attempts`` shows it.
 - The terminal receipt arrives by callback ``sms_terminal_s`` after the first submit,
   whenever that is: before the submit's answer too (the callback needs no lease), in
-  which case a delivery implies the acceptance, as ``record_receipt`` has it. Polls
-  before the receipt find the SMS pending.
-- The email submit is answered after ``email_accept_s``: accepted, or refused for good.
-  An answer later than the SMTP timeout is an unknown outcome: resent under the same
-  Message-ID after the policy's backoff while the policy allows, as the worker does.
+  which case a delivery implies the acceptance, as ``record_receipt`` has it, and so it
+  does for a submit still unresolved when the event moved on to the email. Polls before
+  the receipt find the SMS pending.
+- The email is not sent once the link has too little life left for it to be of use
+  (``machine.email_has_useful_life``): the channel fails as ``no_useful_life``. Otherwise
+  it is answered after ``email_accept_s``: accepted, or refused for good. An answer later
+  than the whole exchange's deadline (``EMAIL_SEND_DEADLINE``) is cut there; the record
+  does not say whether the final dot had gone, so the cut is taken as after it (an unknown
+  outcome, the case that may cost a second copy), resent under the same Message-ID after
+  the policy's backoff while the policy allows, as the worker does.
+- Workers are not killed here: an email is never found mid-send by another worker.
 """
 
 import heapq
@@ -44,13 +57,16 @@ class Outcome:
     claimed_at: float | None = None  # seconds after creation
     claim_remaining_s: float | None = None  # reset lifetime left at the claim
     email_accepted: bool = False
+    sms_attempts: int = 0  # SMS submits, a resubmit after proven absence included
     sms_delivered_at: float | None = None
     extra_message: bool = False
     useless_fallback: bool = False
+    no_useful_life: bool = False  # an email not sent: the link had too little life left
     expired_without_outcome: bool = False
     paged: bool = False
     page_without_action: bool = False
     states: list[str] = field(default_factory=list)
+    claims: dict[Channel, str] = field(default_factory=dict)  # each channel's final claim state
 
 
 @dataclass
@@ -66,6 +82,7 @@ class _Sim:
     # Provider-side facts waiting to happen: (time, order, observation).
     facts: list[tuple[datetime, int, Observation]] = field(default_factory=list)
     sms_accepted_at: datetime | None = None  # when the provider has the message
+    sms_attempt_started_at: datetime = EPOCH  # when the current SMS submit began (the claim's)
     email_attempts: int = 0
     scheduled: int = 0  # ties between facts at the same time go in the order they were made
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
@@ -114,8 +131,8 @@ def _start(timing: Timing, policy: PolicyVersion) -> _Sim:
 def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
     if observation.source == Source.CALLBACK and observation.normalized == Normalized.DELIVERED:
         sim.outcome.sms_delivered_at = (at - EPOCH).total_seconds()
-        if sim.loaded.event.state == State.SMS_REQUESTED:
-            # A delivery before the submit's answer proves the acceptance (record_receipt).
+        # A delivery before the submit is settled proves the acceptance (record_receipt).
+        if transitions.delivery_proves_acceptance(sim.loaded):
             _observe(sim, Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEPTED), at)
     _observe(sim, observation, at)
     if observation.channel == Channel.EMAIL:
@@ -135,10 +152,7 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
     elif action == NextAction.SUBMIT_SMS:
         _submit_sms(sim, now)
     elif action == NextAction.RECOVER_SMS:
-        found = sim.sms_accepted_at is not None and sim.sms_accepted_at <= now
-        # Found: its acceptance. Provably absent: back to CLAIMED and sent again (worker._recover_sms).
-        status = Normalized.ACCEPTED if found else Normalized.TRANSIENT_ERROR
-        _observe(sim, Observation(Channel.SMS, Source.RECOVERY, status), now)
+        _recover_sms(sim, now)
     elif action == NextAction.POLL_SMS:
         # The receipt is not in yet (it would have been taken first): the provider says pending.
         _observe(sim, Observation(Channel.SMS, Source.POLL, Normalized.PENDING), now)
@@ -152,6 +166,8 @@ def _submit_sms(sim: _Sim, now: datetime) -> None:
     timing = sim.timing
     bound = call_bound(Channel.SMS)
     _submitting(sim, Channel.SMS, settle_at=now + bound + settings.NOTIFY_SMS_LOOKUP_DELAY, now=now)
+    sim.sms_attempt_started_at = now
+    sim.outcome.sms_attempts += 1
     first = sim.sms_accepted_at is None
     if first:
         # The message exists from its acceptance on; its receipt is timed from this first submit.
@@ -171,19 +187,40 @@ def _submit_sms(sim: _Sim, now: datetime) -> None:
         )
 
 
+def _recover_sms(sim: _Sim, now: datetime) -> None:
+    """As ``worker._recover_sms``: found once the provider has the message; not listed before it,
+    which proves absence only past our call's bound and the processing horizon since the attempt began."""
+    if sim.sms_accepted_at is not None and sim.sms_accepted_at <= now:
+        _observe(sim, Observation(Channel.SMS, Source.RECOVERY, Normalized.ACCEPTED), now)
+        return
+    not_listed = transitions.not_listed(
+        sim.sms_attempt_started_at,
+        now,
+        proof_after=call_bound(Channel.SMS) + settings.TWILIO_PROCESSING_HORIZON,
+        first_wait=settings.NOTIFY_SMS_LOOKUP_DELAY,
+        longest_wait=sim.policy.poll_interval,
+    )
+    _observe(sim, not_listed, now)
+
+
 def _submit_email(sim: _Sim, now: datetime) -> None:
+    """As ``worker._submit_email``: never once the link has too little life left for the email."""
+    if not machine.email_has_useful_life(sim.loaded.event, sim.policy, now):
+        sim.outcome.no_useful_life = True
+        _observe(sim, transitions.NO_USEFUL_LIFE, now)
+        return
     timing = sim.timing
     sim.email_attempts += 1
-    _submitting(sim, Channel.EMAIL, settle_at=now + call_bound(Channel.EMAIL), now=now)
+    deadline = call_bound(Channel.EMAIL)  # the whole exchange's, as the transport enforces it
+    _submitting(sim, Channel.EMAIL, settle_at=now + deadline, now=now)
     answer_after = timedelta(seconds=timing.email_accept_s)
-    timeout = timedelta(seconds=settings.EMAIL_TIMEOUT)
-    if answer_after <= timeout:
+    if answer_after <= deadline:
         status = Normalized.ACCEPTED if timing.email_outcome == "accepted" else Normalized.REJECTED
         sim.schedule(now + answer_after, Observation(Channel.EMAIL, Source.SUBMIT, status))
     else:
-        retry_at = now + timeout + sim.policy.email_backoff
+        retry_at = now + deadline + sim.policy.email_backoff
         unknown = Observation(Channel.EMAIL, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, retry_at=retry_at)
-        sim.schedule(now + timeout, unknown)
+        sim.schedule(now + deadline, unknown)
 
 
 def _after_email_answer(sim: _Sim, observation: Observation, at: datetime) -> None:
@@ -267,7 +304,8 @@ def _finish(sim: _Sim) -> Outcome:
     if outcome.claim_remaining_s is not None:
         email_step = machine.time_needed(State.EMAIL_CLAIMED, sim.policy, True).total_seconds()
         outcome.useless_fallback = outcome.claim_remaining_s < email_step
+    outcome.claims = {channel: claim.state for channel, claim in sim.loaded.claims.items()}
     outcome.expired_without_outcome = outcome.final_state == State.EXPIRED and not machine.has_channel_outcome(
-        {channel: claim.state for channel, claim in sim.loaded.claims.items()}
+        outcome.claims
     )
     return outcome

@@ -16,57 +16,23 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notify import tallies, transitions, vault, worker
+from notify import tallies, transitions, worker
 from notify.clock import SystemClock
-from notify.models import Claim, Event, Observation, Tally, VaultEntry
+from notify.models import Claim, Event, Observation, Tally
 from notify.states import Channel, ClaimState, NextAction, Normalized, State
 from notify.transports import Transports, call_bound, lease_hold
-from notify.transports.base import TransientError, UnknownOutcome
+from notify.transports.base import TransientError
 from notify.transports.smtp_email import SmtpEmail
-from notify.transports.twilio_client import make_client
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory
 from tests.notify.helpers import post_status
-from tests.notify.workers import email_count, run_until_settled, scripted_event, sms_count
+from tests.notify.workers import SlowTwilio, email_count, run_until_settled, scripted_event, sms_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Twilio's horizon as configured for production: a create may stay in its hands this long.
-TWILIO_HORIZON = timedelta(seconds=60)
-
-
-class SlowTwilio:
-    """Twilio, slower than our client: every create times out on our side while Twilio goes on
-    processing it, and the message appears in its list ``after`` seconds later."""
-
-    def __init__(self, inner, clock, *, after: float) -> None:
-        self._inner, self._clock, self._after = inner, clock, timedelta(seconds=after)
-        self.absence_horizon = TWILIO_HORIZON
-        self._processing: list[tuple[object, object]] = []
-
-    def submit(self, message):
-        self._processing.append((self._clock.now() + self._after, message))
-        raise UnknownOutcome("no_response", "ReadTimeout")
-
-    def finish_processing(self) -> None:
-        """Create the messages whose processing is over by now."""
-        now = self._clock.now()
-        done = [message for at, message in self._processing if at <= now]
-        self._processing = [(at, message) for at, message in self._processing if at > now]
-        for message in done:
-            self._inner.submit(message)
-
-    def fetch(self, provider_ref):
-        self.finish_processing()
-        return self._inner.fetch(provider_ref)
-
-    def find(self, message, since, neighbours):
-        self.finish_processing()
-        return self._inner.find(message, since, neighbours)
-
 
 def slow_sms(transports, clock, after):
-    slow = SlowTwilio(transports.sms, clock, after=after)
+    slow = SlowTwilio(transports.sms, clock, accept_after=after)
     return slow, Transports(slow, transports.email)
 
 
@@ -102,25 +68,12 @@ def test_an_sms_whose_absence_cannot_be_proven_before_d_yields_to_one_email(poli
     # Twilio finishes the first create after all, and tells the event's own callback URL.
     clock.advance(70)
     slow.finish_processing()
-    sid = simulator_sid(simulator, event)
-    return_late_receipt(event, sid)
+    return_late_receipt(event, slow.sids[0])
 
     assert (sms_count(simulator, event.id), email_count(simulator, event.id)) == (1, 1)
     assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.DELIVERED
     assert Event.objects.get(pk=event.id).state == State.EMAIL_ACCEPTED
     assert tally(tallies.LATE_SMS_ACCEPTANCES) == 1
-
-
-def simulator_sid(simulator, event):
-    client = make_client(
-        settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, api_base=simulator.base_url, timeout=5
-    )
-    (listed,) = [m for m in client.messages.list(limit=50) if m.to == event_phone(event)]
-    return listed.sid
-
-
-def event_phone(event):
-    return vault.unseal(VaultEntry.objects.values_list("ciphertext", flat=True).get(event_id=event.id)).phone
 
 
 def return_late_receipt(event, sid):

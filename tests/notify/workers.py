@@ -1,11 +1,15 @@
 """Run the real worker step against the provider simulator, on a fake clock."""
 
 import itertools
+from datetime import datetime, timedelta
+
+from django.conf import settings
 
 from notify import worker
 from notify.messages import message_id
 from notify.models import Event
 from notify.states import NextAction
+from notify.transports.base import SmsMessage, UnknownOutcome
 from tests.factories import new_event
 
 # Valid, fictional US numbers: one per event, so a simulator script applies to one event only.
@@ -56,3 +60,37 @@ def email_count(simulator, event_id) -> int:
     event = Event.objects.select_related("policy").get(pk=event_id)
     key = message_id(event_id, event.policy.email_from)
     return int(simulator.control.counts()["email"].get(key, 0))
+
+
+class SlowTwilio:
+    """Twilio slower than our client: each create times out on our side (after ``timeout``
+    seconds of the fake clock) while Twilio goes on processing it; the message is created, and
+    listed, ``accept_after`` seconds after the create came in. ``horizon`` is the transport's
+    processing horizon (Twilio's production one by default)."""
+
+    def __init__(self, inner, clock, *, accept_after: float, timeout: float = 0.0, horizon=None) -> None:
+        self._inner, self._clock = inner, clock
+        self._accept_after, self._timeout = timedelta(seconds=accept_after), timeout
+        self.absence_horizon = horizon or settings.TWILIO_PROCESSING_HORIZON
+        self._processing: list[tuple[datetime, SmsMessage]] = []
+        self.sids: list[str] = []
+
+    def submit(self, message):
+        self._processing.append((self._clock.now() + self._accept_after, message))
+        self._clock.advance(self._timeout)
+        raise UnknownOutcome("no_response", "ReadTimeout")
+
+    def finish_processing(self) -> None:
+        """Create the messages whose processing is over by now."""
+        now = self._clock.now()
+        done = [message for at, message in self._processing if at <= now]
+        self._processing = [(at, message) for at, message in self._processing if at > now]
+        self.sids += [self._inner.submit(message).provider_ref for message in done]
+
+    def fetch(self, provider_ref):
+        self.finish_processing()
+        return self._inner.fetch(provider_ref)
+
+    def find(self, message, since, neighbours):
+        self.finish_processing()
+        return self._inner.find(message, since, neighbours)

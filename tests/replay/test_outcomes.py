@@ -7,7 +7,9 @@ The factory policy: SMS budget 60 s, fallback reserve 120 s, poll every 10 s, pa
 
 from datetime import timedelta
 
-from notify.states import State
+import pytest
+
+from notify.states import Channel, ClaimState, State
 from runbook.replay.simulate import simulate
 from runbook.replay.timings import Timing
 from tests.factories import PolicyVersionFactory
@@ -50,23 +52,78 @@ def test_a_terminal_failure_claims_the_email_at_once(db):
     assert result.claimed_at == 4.0
 
 
-def test_a_fallback_claimed_with_less_than_the_email_step_left_is_useless(db):
+def test_a_fallback_claimed_with_less_than_the_email_step_left_is_useless_and_not_sent(db):
     # A reserve smaller than the email step (a policy validation refuses it; the count is what
     # is tested here): D = min(0 + 600, 600 - 3) = 597 s, claimed with 3 s left.
     policy = PolicyVersionFactory.build(sms_budget=timedelta(seconds=600), fallback_reserve=timedelta(seconds=3))
     result = simulate(timing(), policy)
     assert result.claim_remaining_s == 3.0
     assert result.useless_fallback  # 3 s < email submit 5 s + record 1 s
+    # 597 s is past expiry (600 s) less the email step: not sent, the channel fails.
+    assert result.no_useful_life
+    assert result.final_state == State.EMAIL_FAILED
+    assert result.claims[Channel.EMAIL] == ClaimState.FAILED
+    assert not result.email_accepted
 
 
-def test_an_sms_submit_slower_than_the_timeout_is_looked_up_and_sent_again_until_found(db, settings):
-    settings.TWILIO_TIMEOUT = 10
+def test_an_email_retry_left_too_little_life_is_not_sent(db, settings):
+    settings.EMAIL_SEND_DEADLINE = 20
+    policy = PolicyVersionFactory.build(email_attempt_limit=6)
+    # D = min(60, 183 - 120) = 60 s. Each answer is cut at the 20 s deadline and resent 10 s
+    # later: attempts at 60, 90, 120 and 150 s; at 180 s the link has 3 s left, under the 6 s
+    # the email step costs, so the fifth is not made, though the policy allows six.
+    result = simulate(timing(lifetime=183, email=30), policy)
+    assert result.final_state == State.EMAIL_FAILED
+    assert result.no_useful_life
+    assert not result.useless_fallback  # claimed with 123 s left
+
+
+@pytest.fixture
+def slow_sms_settings(settings):
+    settings.TWILIO_TIMEOUT = 10  # our call's bound: twice that
     settings.NOTIFY_SMS_LOOKUP_DELAY = timedelta(seconds=2)
-    # Accepted 15 s after the submit: unknown at 10 s, not found at 12 s (sent again), unknown at
-    # 22 s, found at 24 s; the receipt (timed from the first submit) arrives at 30 s.
+    settings.TWILIO_PROCESSING_HORIZON = timedelta(seconds=60)  # absence provable 80 s after the submit
+
+
+def test_an_sms_accepted_after_the_timeout_is_found_by_a_later_lookup_and_sent_once(db, slow_sms_settings):
+    # Accepted 15 s after the submit: unknown at 10 s; not listed at 12 s, which proves nothing
+    # before 80 s, so looked up again 6 s later (half the time since the submit); found at 18 s.
+    # The receipt (timed from the submit) arrives at 30 s.
     result = simulate(timing(accept=15, terminal=30, outcome="delivered"), PolicyVersionFactory.build())
     assert result.states == ["sms_requested", "sms_pending", "sms_delivered"]
+    assert result.sms_attempts == 1
     assert result.sms_delivered_at == 30.0
+
+
+def test_an_sms_not_found_before_the_deadline_yields_to_the_email_and_is_not_sent_again(db, slow_sms_settings):
+    # Accepted only at 70 s: looked up at 12, 18, 27, 37, 47 and 57 s, never provably absent
+    # (80 s); the next look (67 s) would be past D (60 s), so the email is claimed at D.
+    result = simulate(timing(accept=70, terminal=90, outcome="delivered"), PolicyVersionFactory.build())
+    assert result.states == ["sms_requested", "email_claimed", "email_accepted"]
+    assert (result.claimed_at, result.sms_attempts) == (60.0, 1)
+    # Delivered at 90 s after all: it settles the claim left submitting, and is an extra message.
+    assert result.claims[Channel.SMS] == ClaimState.DELIVERED
+    assert result.extra_message
+
+
+@pytest.mark.parametrize(
+    ("accept", "attempts"),
+    [
+        # Listed by the look at 77 s, just before absence could be proven.
+        (75, 1),
+        # Not listed at 80 s, when absence is proven: sent again (the provider broke its
+        # horizon: a second message in real life). The first is found at 107 s.
+        (100, 2),
+    ],
+)
+def test_absence_is_proven_only_at_the_call_bound_plus_the_horizon_since_the_submit(
+    db, slow_sms_settings, accept, attempts
+):
+    policy = PolicyVersionFactory.build(sms_budget=timedelta(seconds=200))  # D = 200 s
+    result = simulate(timing(accept=accept), policy)
+    assert result.sms_attempts == attempts
+    assert result.states == ["sms_requested", "sms_pending", "email_claimed", "email_accepted"]
+    assert result.claimed_at == 200.0
 
 
 def test_a_delivery_receipt_before_the_submits_answer_counts(db, settings):
@@ -76,8 +133,15 @@ def test_a_delivery_receipt_before_the_submits_answer_counts(db, settings):
     assert result.sms_delivered_at == 8.0  # not before the provider has the message
 
 
+def test_an_email_answered_after_a_read_timeout_but_within_the_exchanges_deadline_is_accepted(db, settings):
+    settings.EMAIL_TIMEOUT, settings.EMAIL_SEND_DEADLINE = 5, 20
+    result = simulate(timing(terminal=4, outcome="failed", email=8), PolicyVersionFactory.build())
+    assert result.final_state == State.EMAIL_ACCEPTED
+    assert result.email_accepted
+
+
 def test_an_email_whose_answers_are_lost_is_resent_then_given_up_per_the_policy(db, settings):
-    settings.EMAIL_TIMEOUT = 5
+    settings.EMAIL_SEND_DEADLINE = 5
     policy = PolicyVersionFactory.build(email_attempt_limit=3)
     result = simulate(timing(terminal=4, outcome="failed", email=30), policy)
     assert result.final_state == State.EMAIL_FAILED
