@@ -36,6 +36,7 @@ OBSERVATION_TARGETS: Mapping[tuple[Channel, Normalized], State] = {
     (Channel.EMAIL, Normalized.ACCEPTED): State.EMAIL_ACCEPTED,
     (Channel.EMAIL, Normalized.REJECTED): State.EMAIL_FAILED,
     (Channel.EMAIL, Normalized.TERMINAL_FAILURE): State.EMAIL_FAILED,
+    (Channel.EMAIL, Normalized.NO_USEFUL_LIFE): State.EMAIL_FAILED,
 }
 
 # A claim's own life, separate from the workflow: a claim is not an accepted message.
@@ -70,6 +71,7 @@ OBSERVATION_CLAIM_STATES: Mapping[tuple[Channel, Normalized], ClaimState] = {
     (Channel.SMS, Normalized.UNKNOWN_OUTCOME): ClaimState.SUBMITTING,
     (Channel.EMAIL, Normalized.UNKNOWN_OUTCOME): ClaimState.CLAIMED,
     (Channel.EMAIL, Normalized.POSSIBLE_DUPLICATE): ClaimState.CLAIMED,
+    (Channel.EMAIL, Normalized.NO_USEFUL_LIFE): ClaimState.FAILED,
 }
 
 

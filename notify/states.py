@@ -43,6 +43,9 @@ class Normalized(models.TextChoices):
     # The provider refused our account or credentials: nothing was sent, and nothing will be
     # until an operator fixes the configuration (paged at once, once per region).
     CONFIGURATION_ERROR = "configuration_error"
+    # Ours, not a provider's: the fallback email was not sent because the link had too little
+    # life left for it to be of use. A failure of the channel, kept apart from the provider's.
+    NO_USEFUL_LIFE = "no_useful_life"
     NOTE = "note"
 
 

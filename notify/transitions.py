@@ -138,7 +138,7 @@ def not_listed(started_at: datetime, now: datetime, *, proof_after: timedelta, f
 NO_USEFUL_LIFE = ObservationInput(
     Channel.EMAIL,
     Source.SUBMIT,
-    Normalized.TERMINAL_FAILURE,
+    Normalized.NO_USEFUL_LIFE,
     "no_useful_life",
     note="not sent: the link would expire before the email could be of use",
 )

@@ -22,7 +22,8 @@ ALLOWED_TRANSITION: Mapping[NextAction, str] = {
     NextAction.SUBMIT_SMS: "Submit the SMS: sms_requested → sms_pending once the provider accepts it "
     "(→ sms_failed if it rejects it).",
     NextAction.RECOVER_SMS: "Look the SMS up at the provider before anything else: a submit may have reached it. "
-    "Found → sms_pending; provably absent → submit again with the same key.",
+    "Found → sms_pending; provably absent → submit again with the same key; never resent blind "
+    "(still unresolved at the fallback deadline D, the email fallback, if any, is claimed instead).",
     NextAction.POLL_SMS: "Wait for the SMS receipt (poll or callback): sms_pending → sms_delivered, "
     "or → sms_failed on a terminal failure.",
     NextAction.CLAIM_EMAIL: "Claim the email fallback: → email_claimed (the one email this reset may get).",
@@ -41,6 +42,8 @@ class Situation(StrEnum):
     FALLBACK_DUE = "fallback-due"
     NO_FALLBACK_LEFT = "no-fallback-left"
     EMAIL_IN_FLIGHT = "email-in-flight"
+    POSSIBLE_DUPLICATE_EMAIL = "possible-duplicate-email"
+    PROVIDER_REFUSES_CREDENTIALS = "provider-refuses-credentials"
     ON_TRACK = "on-track"
     DONE = "done"
 
@@ -144,7 +147,7 @@ def describe(
         owner=owner,
         fallback=fallback,
         allowed_transition=ALLOWED_TRANSITION[decision.action],
-        situation=_situation(event, owner, fallback, terminal),
+        situation=_situation(event, owner, fallback, terminal, last_observation),
         last_observation=last_observation,
     )
 
@@ -186,14 +189,23 @@ def _fallback(
     )
 
 
-def _situation(event: Event, owner: Owner, fallback: Fallback, terminal: bool) -> Situation:
+def _situation(
+    event: Event, owner: Owner, fallback: Fallback, terminal: bool, last_observation: Observation | None
+) -> Situation:
+    last = last_observation.normalized if last_observation is not None else None
     if terminal:
         return Situation.DONE
     if owner.stuck:
         return Situation.STUCK_WORKER
+    # Ahead of fallback-due: only an operator's fix ends a refusal of our credentials, and it
+    # meets every event of the region alike (the worker claims the fallback by itself).
+    if last == Normalized.CONFIGURATION_ERROR:
+        return Situation.PROVIDER_REFUSES_CREDENTIALS
     if fallback.claimable_now:
         return Situation.FALLBACK_DUE
     if event.state == State.EMAIL_CLAIMED:
+        if last == Normalized.POSSIBLE_DUPLICATE:
+            return Situation.POSSIBLE_DUPLICATE_EMAIL
         return Situation.EMAIL_IN_FLIGHT
     if not fallback.possible:
         return Situation.NO_FALLBACK_LEFT
@@ -205,3 +217,12 @@ def _situation(event: Event, owner: Owner, fallback: Fallback, terminal: bool) -
 def last_real_observation(observations: Sequence[Observation]) -> Observation | None:
     """Return the newest observation from a provider or the worker (not an operator note)."""
     return next((obs for obs in observations if obs.normalized != Normalized.NOTE), None)
+
+
+def last_real_observation_per_channel(observations: Sequence[Observation]) -> dict[Channel, Observation]:
+    """Return each channel's newest real observation, from ``observations`` newest first: what its claim last met."""
+    newest: dict[Channel, Observation] = {}
+    for obs in observations:
+        if obs.normalized != Normalized.NOTE:
+            newest.setdefault(Channel(obs.channel), obs)
+    return newest

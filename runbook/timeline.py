@@ -13,6 +13,7 @@ from notify import machine
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Channel
 from policies.models import PolicyVersion
+from runbook import outcomes
 
 WIDTH = 960
 LEFT = 90  # room for the lane names
@@ -117,9 +118,7 @@ def build(
     if email is not None:
         title = f"email fallback claimed {email.created_at:%H:%M:%S} UTC"
         points.append(Point(x(email.created_at), lane_y[Channel.EMAIL], "claim", title))
-    points.extend(
-        Point(x(o.recorded_at), lane_y[o.channel], f"obs-{o.normalized}", _observation_title(o)) for o in observations
-    )
+    points.extend(_observation_point(o, x(o.recorded_at), lane_y[o.channel]) for o in observations)
     height = int(lanes[-1].y + 28)
     now_beyond = "" if now_on_axis else f"now: {_ago(now - end)} after the axis ends"
     return Timeline(WIDTH, height, LEFT, right, lanes, marks, points, labels, now_beyond)
@@ -159,9 +158,11 @@ def _title(transition: Transition) -> str:
     )
 
 
-def _observation_title(observation: Observation) -> str:
-    at = f"{observation.recorded_at:%H:%M:%S} UTC"
-    return f"{observation.channel} {observation.source}: {observation.normalized} at {at}"
+def _observation_point(observation: Observation, x: float, y: float) -> Point:
+    """A point styled by what the observation means (its outcome kind), titled in the same words."""
+    said = outcomes.of(observation)
+    title = f"{observation.channel} {observation.source}: {said.label} at {observation.recorded_at:%H:%M:%S} UTC"
+    return Point(x, y, f"obs-{said.kind}", title)
 
 
 def _ago(delta: timedelta) -> str:

@@ -144,12 +144,14 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
     transitions = list(event.transitions.order_by("version"))
     now = current_clock().now()
     described = status.describe(event, event.policy, claims, status.last_real_observation(newest_first), now)
+    met = status.last_real_observation_per_channel(newest_first)
     user = request.user
     may_act = user.has_perm("runbook.act_on_events")
     context = {
         "status": described,
         "event": event,
-        "claims": [claims[channel] for channel in Channel if channel in claims],
+        # Each claim with what it last met: its state alone hides an unresolved SMS or a lost email send.
+        "claims": [(claims[channel], met.get(channel)) for channel in Channel if channel in claims],
         "observations": newest_first,
         "history_truncated": len(newest_first) == HISTORY_LIMIT,
         "transitions": transitions,

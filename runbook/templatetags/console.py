@@ -2,6 +2,9 @@ from datetime import timedelta
 
 from django import template
 
+from notify.models import Observation
+from runbook import outcomes
+
 register = template.Library()
 
 
@@ -26,3 +29,9 @@ def duration(value: timedelta | None) -> str:
 def magnitude(value: timedelta | None) -> timedelta | None:
     """Drop the sign: "overdue by 12s" reads better than "overdue by -12s"."""
     return abs(value) if value is not None else None
+
+
+@register.filter
+def outcome(observation: Observation) -> outcomes.Outcome:
+    """What an observation means, in words (``runbook.outcomes``): ``{% with said=obs|outcome %}``."""
+    return outcomes.of(observation)

@@ -33,7 +33,7 @@ def test_a_fallback_claimed_too_late_to_be_of_use_is_recorded_and_not_sent(polic
     assert settled.state == State.EMAIL_FAILED
     assert email_count(simulator, event.id) == 0
     gave_up = Observation.objects.get(event=event, channel=Channel.EMAIL)
-    assert (gave_up.normalized, gave_up.raw_status) == (Normalized.TERMINAL_FAILURE, "no_useful_life")
+    assert (gave_up.normalized, gave_up.raw_status) == (Normalized.NO_USEFUL_LIFE, "no_useful_life")
     assert tally(tallies.FALLBACKS_WITHOUT_USEFUL_LIFE, "email") == 1
 
 

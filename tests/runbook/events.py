@@ -3,6 +3,7 @@
 from notify import transitions
 from notify.states import Cause, Channel, Normalized, Source, State
 from tests.factories import new_event
+from tests.notify.helpers import submit
 
 WORKER = "worker:host-1:42"
 
@@ -12,6 +13,18 @@ def observe(event_id, normalized, now, *, channel=Channel.SMS, source=Source.POL
         channel=channel, source=source, normalized=normalized, raw_status=raw_status, raw_payload=payload
     )
     return transitions.record_observation(event_id, observation, now=now, actor=WORKER)
+
+
+def record(event_id, observation: transitions.ObservationInput, now):
+    """Record an observation exactly as the worker built it (its own status word and note included)."""
+    return transitions.record_observation(event_id, observation, now=now, actor=WORKER)
+
+
+def sms_submitting(clock, **fields):
+    """Create an event whose SMS submit began and has no outcome yet (its claim is submitting)."""
+    event = new_event(clock.now(), **fields)
+    submit(event.id, Channel.SMS, clock.now())
+    return event
 
 
 def event_in(state: State, clock, **fields):

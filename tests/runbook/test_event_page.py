@@ -7,9 +7,11 @@ from django.urls import reverse
 
 from notify import transitions
 from notify.states import Channel, Normalized, Source, State
+from notify.transitions import ObservationInput
 from runbook.status import Situation
+from tests.conftest import T0
 from tests.factories import new_event
-from tests.runbook.events import WORKER, event_in, observe
+from tests.runbook.events import WORKER, event_in, observe, record, sms_submitting
 
 
 @pytest.fixture
@@ -223,3 +225,120 @@ def test_every_situation_has_a_panel_and_a_section_in_the_written_runbook():
     # Each situation's panel is its own text, not the catch-all.
     panels = {render_to_string("runbook/runbook_panel.html", {"situation": s.value}) for s in Situation}
     assert len(panels) == len(Situation)
+
+
+# What the worker and the adapters record for the outcomes that are more than their normalized
+# status, built as they build them (the worker's own words are the console's keys).
+LOST_MID_SEND = ObservationInput(Channel.EMAIL, Source.RECOVERY, Normalized.POSSIBLE_DUPLICATE, "holder_lost")
+SMS_REFUSED = ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "http_401_20003")
+EMAIL_REFUSED = ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "smtp_535")
+NOT_LISTED_YET = transitions.not_listed(
+    T0, T0, proof_after=timedelta(seconds=70), first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
+)
+LOOKUP_AMBIGUOUS = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "lookup_ambiguous")
+LOOKUP_REDACTED = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "lookup_redacted")
+EMAIL_UNKNOWN = ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, "connection_lost")
+SMS_UNKNOWN = ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, "http_503")
+
+
+def with_outcome(observation: ObservationInput, clock):
+    """An event whose channel was being sent when ``observation`` came (an email claimed, an SMS submitting)."""
+    event = event_in(State.EMAIL_CLAIMED, clock) if observation.channel == Channel.EMAIL else sms_submitting(clock)
+    record(event.id, observation, clock.now())
+    return event
+
+
+@pytest.mark.parametrize(
+    ("observation", "kind", "label"),
+    [
+        (LOST_MID_SEND, "possible_duplicate", "possible duplicate"),
+        (SMS_REFUSED, "configuration_error", "provider refuses our credentials"),
+        (EMAIL_REFUSED, "configuration_error", "provider refuses our credentials"),
+        (transitions.NO_USEFUL_LIFE, "no_useful_life", "fallback without useful life (not sent)"),
+        (NOT_LISTED_YET, "not_listed_yet", "unresolved: not listed yet"),
+        (LOOKUP_AMBIGUOUS, "lookup_ambiguous", "unresolved: lookup ambiguous"),
+        (LOOKUP_REDACTED, "lookup_redacted", "unresolved: absence unprovable"),
+    ],
+    ids=["lost_mid_send", "sms_refused", "email_refused", "no_useful_life", "not_listed_yet", "ambiguous", "redacted"],
+)
+def test_an_outcome_kind_is_named_alike_in_the_last_observation_the_claims_and_the_history(
+    page, policy, clock, observation, kind, label
+):
+    body = page(with_outcome(observation, clock)).content.decode()
+    channel = observation.channel
+    assert f'data-last-observation="{kind}">{channel} {label}</p>' in body
+    assert f'data-claim-outcome="{channel}">{label}' in body
+    assert f'<td data-outcome="{kind}"' in body
+
+
+def test_a_lost_email_send_says_the_resend_may_be_a_second_copy(page, policy, clock):
+    response = page(with_outcome(LOST_MID_SEND, clock))
+    assert "The worker sending this email was lost mid-send; the resend may be a second copy" in (
+        response.content.decode()
+    )
+    assert response.context["status"].situation == Situation.POSSIBLE_DUPLICATE_EMAIL
+
+
+def test_a_fallback_without_useful_life_ends_the_event_unsent_not_as_a_failed_send(page, policy, clock):
+    response = page(with_outcome(transitions.NO_USEFUL_LIFE, clock))
+    body = response.content.decode()
+    assert response.context["event"].state == State.EMAIL_FAILED
+    assert 'data-claim="email">failed<' in body
+    assert "email fallback without useful life (not sent)" in body
+    assert "terminal failure" not in body
+
+
+def test_an_unresolved_sms_is_not_resent_and_yields_to_the_email_at_the_fallback_deadline(page, policy, clock):
+    body = page(with_outcome(NOT_LISTED_YET, clock)).content.decode()
+    assert 'data-claim="sms">submitting<' in body
+    assert "absence provable from 2026-01-01T12:01:10+00:00" in body
+    assert "The SMS stays unresolved and is not resent unless a lookup proves it absent" in body
+    assert "if it is still unresolved at the fallback deadline D, the email fallback (if any) goes instead" in body
+
+
+def test_an_sms_whose_absence_cannot_be_proven_is_never_resent(page, policy, clock):
+    body = page(with_outcome(LOOKUP_REDACTED, clock)).content.decode()
+    assert "no lookup can prove the SMS absent: it is not resent" in body
+
+
+@pytest.mark.parametrize(
+    ("observation", "meaning"),
+    [
+        (SMS_UNKNOWN, "The provider may have the SMS, so only a lookup can settle it."),
+        (
+            EMAIL_UNKNOWN,
+            "recorded before any resend, it is resent under the same Message-ID as the policy allows, "
+            "so a second copy is possible.",
+        ),
+    ],
+    ids=["sms", "email"],
+)
+def test_an_unknown_outcome_says_how_its_channel_settles_it(page, policy, clock, observation, meaning):
+    assert meaning in page(with_outcome(observation, clock)).content.decode()
+
+
+@pytest.mark.parametrize("observation", [SMS_REFUSED, EMAIL_REFUSED], ids=["sms", "email"])
+def test_refused_credentials_say_nothing_was_sent_and_open_their_runbook(page, policy, clock, observation):
+    response = page(with_outcome(observation, clock))
+    body = response.content.decode()
+    assert "The provider refused our account or credentials: nothing was sent" in body
+    assert response.context["status"].situation == Situation.PROVIDER_REFUSES_CREDENTIALS
+    assert "The provider refuses our credentials or account" in body  # the runbook panel
+
+
+def test_a_provider_raw_status_never_becomes_wording(page, policy, clock):
+    body = page(with_outcome(SMS_REFUSED, clock)).content.decode()
+    assert "20003" not in body
+    assert "http_401" not in body
+
+
+def test_the_stuck_worker_runbook_says_how_each_channel_is_settled_after_a_takeover(page, policy, clock):
+    event = new_event(clock.now())
+    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    clock.advance(31)
+    body = page(event).content.decode()
+    assert "An SMS is looked up at the provider first and sent again only if provably absent." in body
+    assert (
+        "An email cannot be looked up (SMTP has no lookup): the worker taking over records a "
+        "<b>possible duplicate</b>, then resends it under the same Message-ID as the policy allows."
+    ) in body

@@ -7,10 +7,13 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from notify import transitions
+from notify.models import Observation
 from notify.states import Channel, Normalized, Source, State
+from notify.transitions import ObservationInput
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, new_event
-from tests.notify.workers import run_until_settled
-from tests.runbook.events import WORKER, event_in, observe
+from tests.notify.test_crash_recovery import Crash, crashing
+from tests.notify.workers import run_until_settled, scripted_event, step
+from tests.runbook.events import WORKER, event_in, observe, record, sms_submitting
 
 # The worker asserts it never calls a provider inside a transaction: no test-wide one here.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,12 +39,52 @@ def admin_user(db):
     return User.objects.create_superuser("root", password="correct horse battery staple")
 
 
+def _outcomes_that_say_more(simulator, clock, transports):
+    """Events showing each outcome kind that says more than its normalized status; the email ones by the real worker.
+
+    Their email goes to the canary address with the canary link (the simulator scripts SMS by
+    phone, so those two have a phone of their own).
+    """
+    # An email whose worker was lost just after handing it over: the next one records a possible duplicate.
+    lost = scripted_event(simulator, clock, create=["reject"], email=CANARY_EMAIL)
+    step(lost.id, transports, clock, max_actions=2)  # the SMS is refused; the email fallback is claimed
+    with pytest.raises(Crash):
+        step(lost.id, crashing(transports, "email", "after"), clock)
+    run_until_settled(lost.id, transports, clock)
+    # A fallback claimed too late for the email to be of use: not sent.
+    late = scripted_event(simulator, clock, create=["reject"], email=CANARY_EMAIL, ttl=timedelta(seconds=130))
+    step(late.id, transports, clock, max_actions=2)
+    clock.advance(127)
+    run_until_settled(late.id, transports, clock)
+    unresolved = sms_submitting(clock)
+    record(
+        unresolved.id,
+        ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "lookup_redacted"),
+        clock.now(),
+    )
+    refused = sms_submitting(clock)
+    record(
+        refused.id,
+        ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "http_401_20003"),
+        clock.now(),
+    )
+    shown = set(Observation.objects.values_list("normalized", "raw_status"))
+    assert {
+        (Normalized.POSSIBLE_DUPLICATE, "holder_lost"),
+        (Normalized.NO_USEFUL_LIFE, "no_useful_life"),
+        (Normalized.UNKNOWN_OUTCOME, "lookup_redacted"),
+        (Normalized.CONFIGURATION_ERROR, "http_401_20003"),
+    } <= shown
+    return [lost, late, unresolved, refused]
+
+
 @pytest.fixture
 def events(policy, clock, simulator, transports):
-    """Events in every shape, one of them through the real worker and the provider simulator."""
+    """Events in every shape, some of them through the real worker and the provider simulator."""
     simulator.control.script_sms(CANARY_PHONE, create=["accept"], statuses=[["sent", 0], ["undelivered", 0]])
     worked = new_event(clock.now())
     run_until_settled(worked.id, transports, clock)
+    said_more = _outcomes_that_say_more(simulator, clock, transports)
     made = [event_in(state, clock) for state in State if state != State.EXPIRED]
     pending = event_in(State.SMS_PENDING, clock)
     observe(
@@ -58,7 +101,7 @@ def events(policy, clock, simulator, transports):
     clock.advance(700)
     expired = made[0]
     transitions.expire(expired.id, now=clock.now(), actor="sweeper")
-    return [worked, *made, pending]
+    return [worked, *said_more, *made, pending]
 
 
 def _pages(events) -> list[tuple[str, dict[str, str]]]:

@@ -2,11 +2,15 @@
 
 from datetime import timedelta
 
+import pytest
+
+from notify import transitions
 from notify.models import Claim, Observation, Transition
-from notify.states import Channel, State
+from notify.states import Channel, Normalized, Source, State
+from notify.transitions import ObservationInput
 from runbook import timeline
 from tests.factories import new_event
-from tests.runbook.events import event_in
+from tests.runbook.events import event_in, record, sms_submitting
 
 
 def _build(event, now):
@@ -64,3 +68,51 @@ def test_a_burst_of_transitions_pushes_the_channel_lanes_down_instead_of_coverin
     lanes = {lane.name: lane.y for lane in drawn.lanes}
     assert len({label.y for label in drawn.labels}) == len(drawn.labels) == 3
     assert max(label.y for label in drawn.labels) < lanes["sms"] - 8
+
+
+def _observation_points(drawn):
+    return [point for point in drawn.points if point.kind.startswith("obs-")]
+
+
+def test_a_lost_email_send_and_a_fallback_without_useful_life_are_points_of_their_own_kind(policy, clock):
+    event = event_in(State.EMAIL_CLAIMED, clock)
+    lost = ObservationInput(Channel.EMAIL, Source.RECOVERY, Normalized.POSSIBLE_DUPLICATE, "holder_lost")
+    record(event.id, lost, clock.now())
+    clock.advance(5)
+    record(event.id, transitions.NO_USEFUL_LIFE, clock.now())
+    drawn = _build(event, clock.now())
+    email_lane = {lane.name: lane.y for lane in drawn.lanes}["email"]
+    assert [(point.kind, point.y, point.title) for point in _observation_points(drawn)][1:] == [
+        ("obs-possible_duplicate", email_lane, "email recovery: possible duplicate at 12:00:00 UTC"),
+        ("obs-no_useful_life", email_lane, "email submit: fallback without useful life (not sent) at 12:00:05 UTC"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw_status", "kind", "title"),
+    [
+        ("not_listed_yet", "obs-not_listed_yet", "sms recovery: unresolved: not listed yet at 12:00:00 UTC"),
+        ("lookup_ambiguous", "obs-lookup_ambiguous", "sms recovery: unresolved: lookup ambiguous at 12:00:00 UTC"),
+        ("lookup_redacted", "obs-lookup_redacted", "sms recovery: unresolved: absence unprovable at 12:00:00 UTC"),
+        # A provider's own word (a 5xx on the lookup) says nothing more than "unknown".
+        ("http_503", "obs-unknown_outcome", "sms recovery: unknown outcome at 12:00:00 UTC"),
+    ],
+)
+def test_an_unresolved_sms_lookup_is_a_point_named_for_why_it_is_unresolved(policy, clock, raw_status, kind, title):
+    event = sms_submitting(clock)
+    lookup = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, raw_status)
+    record(event.id, lookup, clock.now())
+    drawn = _build(event, clock.now())
+    sms_lane = {lane.name: lane.y for lane in drawn.lanes}["sms"]
+    assert [(point.kind, point.y, point.title) for point in _observation_points(drawn)] == [(kind, sms_lane, title)]
+
+
+def test_a_refused_credential_is_a_point_of_its_own_kind(policy, clock):
+    event = sms_submitting(clock)
+    refused = ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "http_401_20003")
+    record(event.id, refused, clock.now())
+    (point,) = _observation_points(_build(event, clock.now()))
+    assert (point.kind, point.title) == (
+        "obs-configuration_error",
+        "sms submit: provider refuses our credentials at 12:00:00 UTC",
+    )
