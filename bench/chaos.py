@@ -188,6 +188,9 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
     run.faults["sms_phone_redaction"] += run.broker == "rabbitmq"
     run.processes.append(_spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{web_port}", "-w", "2"]))
     workers = [_worker(index) for index in range(run.workers)]
+    # Every process is stopped at the end, a worker that was never killed too: one left running
+    # would take the next run's wake-ups with this run's provider addresses.
+    run.processes += [worker["process"] for worker in workers]  # type: ignore[misc]
     for index in range(min(run.workers, len(CLOCK_OFFSETS))):
         run.faults[f"worker_clock_{CLOCK_OFFSETS[index]:+.0f}s"] += 1
     run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))

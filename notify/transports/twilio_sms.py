@@ -56,7 +56,17 @@ def normalize(raw_status: str) -> Normalized:
 
 
 class TwilioSms:
-    """The SMS adapter. Every call is one HTTP request; none may run inside a DB transaction."""
+    """The SMS adapter. Every call is one HTTP request; none may run inside a DB transaction.
+
+    When "not found" proves absence (the contract's ``absence_horizon``): Twilio has no create
+    idempotency key and documents no bound on how long a create stays in its hands after our
+    client gave up. Its own pages say a 500 may be "a timeout in the API" after which the
+    message may exist (error 20500), and that retrying a send after it may reach the customer
+    twice. So the horizon is configuration (``TWILIO_PROCESSING_HORIZON``, default 60 s: four
+    times the 15 s Twilio allows its own outbound requests in total), counted from when our
+    submit began plus our call's own bound. Before it, a list without the message proves
+    nothing; where absence cannot be proven before D the email goes instead of a second SMS.
+    """
 
     def __init__(self, client: Client, *, absence_horizon: timedelta, phone_redaction: bool = False) -> None:
         self._client = client
