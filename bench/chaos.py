@@ -32,6 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench import processes
+from config import lanes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -192,9 +193,11 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
     run.faults["sms_phone_redaction"] += run.broker == "rabbitmq"
     run.processes.append(_spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{web_port}", "-w", "2"]))
     workers = [_worker(index) for index in range(run.workers)]
+    # The sweeper, evaluation, pages and housekeeping on their own lanes (never a kill victim).
+    lane_worker = _worker("lanes", queues=lanes.LANE_QUEUES)
     # Every process is stopped at the end, a worker that was never killed too: one left running
     # would take the next run's wake-ups with this run's provider addresses.
-    run.processes += [worker["process"] for worker in workers]  # type: ignore[misc]
+    run.processes += [worker["process"] for worker in [*workers, lane_worker]]  # type: ignore[misc]
     for index in range(min(run.workers, len(CLOCK_OFFSETS))):
         run.faults[f"worker_clock_{CLOCK_OFFSETS[index]:+.0f}s"] += 1
     run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))
@@ -221,13 +224,15 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         event = create_event(request, now=current_clock().now()).event
         tasks.send(event.id)
         created.append(event.id)
+        _supervise(run, [lane_worker])
         _inject_due(plan, run, workers, started, simulator)
         time.sleep(max(0.0, started + (number + 1) / run.rate - time.monotonic()))
     # Keep the faults coming until the schedule is done, then let everything settle.
     while plan:
+        _supervise(run, [lane_worker])
         _inject_due(plan, run, workers, started, simulator)
         time.sleep(0.2)
-    _settle(created, deadline=time.monotonic() + 90, supervise=lambda: _supervise(run, workers))
+    _settle(created, deadline=time.monotonic() + 90, supervise=lambda: _supervise(run, [*workers, lane_worker]))
     return _verdict(run, simulator, created)
 
 
@@ -240,13 +245,14 @@ def _spawn(name: str, command: list[str], env: dict[str, str] | None = None) -> 
     )  # fmt: skip
 
 
-def _worker(index: int) -> dict[str, object]:
+def _worker(index: int | str, *, queues: str = lanes.STEP_QUEUE) -> dict[str, object]:
     command = [
-        "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2", "--without-heartbeat",
-        "--without-gossip", "--without-mingle", "--hostname", f"chaos{index}@%h",
+        "celery", "-A", "config", "worker", "-Q", queues, "--loglevel", "INFO", "--concurrency", "2",
+        "--without-heartbeat", "--without-gossip", "--without-mingle", "--hostname", f"chaos{index}@%h",
     ]  # fmt: skip
     # Each worker is a host of its own for the clock report; two of them with clocks 30 s off.
-    env = {"NOTIFY_HOST_NAME": f"chaos-worker-{index}", "NOTIFY_CLOCK_OFFSET": str(CLOCK_OFFSETS.get(index, 0.0))}
+    offset = CLOCK_OFFSETS.get(index, 0.0) if isinstance(index, int) else 0.0
+    env = {"NOTIFY_HOST_NAME": f"chaos-worker-{index}", "NOTIFY_CLOCK_OFFSET": str(offset)}
     return {"index": index, "command": command, "env": env, "process": _spawn(f"worker-{index}", command, env)}
 
 

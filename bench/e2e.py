@@ -37,6 +37,7 @@ import redis
 from bench import processes
 from bench import profile as profiling
 from bench.api import creation_body
+from config import lanes
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bench" / "results" / "e2e"
@@ -165,6 +166,11 @@ class _Stack:
             ["celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", str(self.workers),
              "--without-heartbeat", "--without-gossip", "--without-mingle"],
         )  # fmt: skip
+        self.lanes = self._spawn(
+            "lanes",
+            ["celery", "-A", "config", "worker", "-Q", lanes.LANE_QUEUES, "--hostname", "lanes@%h", "--loglevel",
+             "INFO", "--concurrency", "2", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        )  # fmt: skip
         self.beat = self._spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")])
         if not processes.wait_for_port(self.api_port):
             raise SystemExit(f"nothing listens on {self.api_port}; see {LOGS}")
@@ -230,6 +236,7 @@ class _Stack:
             "web": processes.cpu_seconds(self.web.pid),
             "workers": processes.cpu_seconds(self.worker.pid),
             "beat": processes.cpu_seconds(self.beat.pid),
+            "lanes": processes.cpu_seconds(self.lanes.pid),
             "simulator": processes.cpu_seconds(self.simulator.process.pid),
             "postgres": processes.cpu_seconds_of("postgres"),
             "redis": processes.cpu_seconds_of("redis-server"),

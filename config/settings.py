@@ -12,7 +12,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from config import devsecrets
+from config import devsecrets, lanes
 from config.env import env_bool, env_float, env_int, env_list, env_optional_str, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -334,6 +334,9 @@ for _pair in env_list("PAGER_ROUTING_KEYS"):
     if not _region.strip() or not _key.strip():
         raise ImproperlyConfigured(f"PAGER_ROUTING_KEYS must be REGION=key pairs, got {_pair!r}")
     PAGER_ROUTING_KEYS[_region.strip()] = _key.strip()
+
+# Each periodic job on a lane of its own (config/lanes.py says why).
+CELERY_TASK_ROUTES = lanes.ROUTES
 
 CELERY_BEAT_SCHEDULE = {
     "sweep-due-events": {

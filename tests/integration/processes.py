@@ -10,6 +10,8 @@ from pathlib import Path
 
 from django.db import connection
 
+from config import lanes
+
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 BROKER_URL = "redis://127.0.0.1:6379/15"
 
@@ -45,11 +47,13 @@ class CeleryWorker:
     log_path: Path
     beat: bool = False
     concurrency: int = 2
+    # The steps and every lane (a production layout runs them in separate processes).
+    queues: str = f"{lanes.STEP_QUEUE},{lanes.LANE_QUEUES}"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self) -> "CeleryWorker":
         command = [
-            sys.executable, "-m", "celery", "-A", "config", "worker",
+            sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", self.queues,
             "--loglevel", "INFO", "--concurrency", str(self.concurrency), "--without-heartbeat",
             "--without-gossip", "--without-mingle", "--hostname", f"w{id(self)}@%h",
         ]  # fmt: skip

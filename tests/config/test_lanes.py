@@ -1,0 +1,29 @@
+"""Own lanes: each periodic job routed to a queue of its own, and every layout consumes every queue."""
+
+import re
+from pathlib import Path
+
+from config import lanes
+from config.celery import app
+
+PROCFILE = Path(__file__).resolve().parent.parent.parent / "deploy" / "Procfile.demo"
+
+
+def test_each_periodic_job_is_routed_to_its_own_lane_and_steps_stay_on_the_default_queue():
+    def queue_of(task: str) -> str:
+        route = app.amqp.router.route({}, task)
+        return str(route["queue"].name)
+
+    assert queue_of("notify.advance") == lanes.STEP_QUEUE
+    for task in app.conf.beat_schedule.values():
+        assert queue_of(task["task"]) != lanes.STEP_QUEUE, task["task"]
+    assert queue_of("notify.sweep") != queue_of("runbook.deliver_pages")  # a pager outage cannot stall sweeps
+
+
+def test_the_demo_runs_a_worker_for_the_steps_and_every_lane():
+    consumed = set()
+    for line in PROCFILE.read_text().splitlines():
+        if "celery -A config worker" in line:
+            named = re.search(r"-Q (\S+)", line)
+            consumed |= set(named.group(1).split(",")) if named else {lanes.STEP_QUEUE}
+    assert consumed == {lanes.STEP_QUEUE, *lanes.LANES}
