@@ -31,6 +31,8 @@ SMS_TERMINAL_SECONDS = "sms_terminal_seconds"
 CLAIM_REMAINING_SECONDS = "fallback_claim_remaining_lifetime_seconds"
 SWEEPER_LAST_RUN = "sweeper_last_run_timestamp_seconds"
 ROLLUP_LAST_RUN = "rollup_last_run_timestamp_seconds"
+EVALUATOR_LAST_RUN = "evaluator_last_run_timestamp_seconds"
+OUTBOX_LAST_RUN = "outbox_last_run_timestamp_seconds"
 
 # Histogram bucket upper bounds, in seconds. SMS receipts take seconds to minutes; a
 # fallback claimed with under a minute of reset lifetime left is worth little.

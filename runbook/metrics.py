@@ -52,6 +52,8 @@ HISTOGRAMS = [
 TIMESTAMPS = [
     (tallies.SWEEPER_LAST_RUN, "When the sweeper last ran (Unix time)."),
     (tallies.ROLLUP_LAST_RUN, "When the metrics roll-up last ran (Unix time)."),
+    (tallies.EVALUATOR_LAST_RUN, "When the at-risk evaluation last ran (Unix time)."),
+    (tallies.OUTBOX_LAST_RUN, "When page delivery last ran (Unix time)."),
 ]
 
 

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
+from notify import tallies
 from notify.clock import current_clock
 from runbook import pager, risk
 
@@ -15,7 +16,10 @@ log = logging.getLogger("runbook.tasks")
 @shared_task(name="runbook.evaluate_risk")
 def evaluate_risk() -> dict[str, int]:
     """Open pages for newly at-risk events, resolve ended ones, and send what that made due."""
-    evaluation = risk.evaluate(current_clock().now())
+    now = current_clock().now()
+    evaluation = risk.evaluate(now)
+    # The heartbeat an alert watches: an evaluator that stopped pages nobody, so its silence must.
+    tallies.set_value(tallies.EVALUATOR_LAST_RUN, now.timestamp())
     if evaluation.opened or evaluation.resolved:
         log.info("risk_evaluated", extra=evaluation.__dict__)
         transaction.on_commit(_deliver_soon)
@@ -33,4 +37,7 @@ def _deliver_soon() -> None:
 @shared_task(name="runbook.deliver_pages")
 def deliver_pages() -> dict[str, int]:
     """Send the pages that are due (new, resolved, or waiting for a retry)."""
-    return pager.deliver_due().__dict__
+    delivered = pager.deliver_due()
+    # The outbox's heartbeat: a run that ended, whatever the pager answered.
+    tallies.set_value(tallies.OUTBOX_LAST_RUN, current_clock().now().timestamp())
+    return delivered.__dict__

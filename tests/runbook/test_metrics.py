@@ -146,6 +146,19 @@ def test_the_sweeper_heartbeat_is_exposed(client, db):
     assert metrics[("reset_delivery_metrics_database_up", ())] == 1
 
 
+def test_the_evaluator_and_the_outbox_record_their_heartbeats_only_once_they_ran(client, db):
+    from runbook import tasks
+
+    before = scrape(client)
+    tasks.evaluate_risk()
+    tasks.deliver_pages()
+    after = scrape(client)
+
+    for name in ("evaluator", "outbox"):
+        assert (f"reset_delivery_{name}_last_run_timestamp_seconds", ()) not in before
+        assert after[(f"reset_delivery_{name}_last_run_timestamp_seconds", ())] > 0
+
+
 def test_no_metric_is_labelled_with_an_event(client, policy, clock):
     event = event_in(State.SMS_PENDING, clock)
     text = scrape_text(client)
