@@ -42,6 +42,8 @@ class Row:
     event: Event
     timing: status.Timing
     follow_up: bool
+    # Whether the lease holder still holds it: a dead worker's name is no owner.
+    owner_live: bool
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
 
 
 def _row(event: Event, now: datetime, follow_up: bool) -> Row:
-    return Row(event, status.timing(event, policy_version(event.policy_id), now), follow_up)
+    expires = event.lease_expires_at
+    live = bool(event.lease_owner) and expires is not None and expires > now
+    return Row(event, status.timing(event, policy_version(event.policy_id), now), follow_up, live)
 
 
 @requires("runbook.view_console")

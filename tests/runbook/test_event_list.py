@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
+from notify import transitions
 from notify.states import State
 from runbook import views
 from tests.factories import PolicyVersionFactory, new_event
@@ -106,3 +107,19 @@ def test_an_htmx_refresh_gets_only_the_results_fragment(client_, policy, clock):
 def test_the_full_page_polls_its_results_fragment(client_, policy):
     body = client_.get(LIST, {"region": "US"}).content.decode()
     assert 'hx-get="/?region=US" hx-trigger="every 5s"' in body
+
+
+def test_a_dead_lease_holder_is_not_shown_as_the_owner(client_, policy, clock):
+    held = new_event(clock.now())
+    abandoned = new_event(clock.now())
+    transitions.take_lease(held.id, "worker:alive:1", at=clock.now(), ttl=timedelta(seconds=60))
+    transitions.take_lease(abandoned.id, "worker:dead:2", at=clock.now(), ttl=timedelta(seconds=5))
+    clock.advance(10)
+
+    page = client_.get(LIST).content.decode()
+    owners = {row.event.id: row.owner_live for row in client_.get(LIST).context["rows"]}
+
+    assert owners == {held.id: True, abandoned.id: False}
+    assert "worker:alive:1" in page
+    assert "worker:dead:2" not in page
+    assert "nobody (lease expired at 12:00:05 UTC)" in page
