@@ -31,8 +31,9 @@ class Loaded:
     claims: Mapping[Channel, ClaimSnapshot]
 
 
+# ``{clock}``: nothing, or the database's time as a first column (``load_timed``).
 _LOAD = """
-SELECT e.state, e.version, e.lease_token, e.created_at, e.expires_at, e.state_entered_at,
+SELECT {clock}e.state, e.version, e.lease_token, e.created_at, e.expires_at, e.state_entered_at,
        e.last_observation_at, e.fallback_available, e.policy_id, c.channel, c.state, c.next_attempt_at
 FROM notify_event e LEFT JOIN notify_claim c ON c.event_id = e.id
 WHERE e.id = %s
@@ -54,7 +55,7 @@ def _param(value: object) -> Any:
 
 def load(event_id: str) -> Loaded:
     with connection.cursor() as cursor:
-        cursor.execute(_LOAD, [event_id])
+        cursor.execute(_LOAD.format(clock=""), [event_id])
         rows = cursor.fetchall()
     return _loaded(event_id, rows)
 
@@ -63,7 +64,7 @@ def load_timed(event_id: str) -> tuple[Loaded, datetime]:
     """Return the event and the database's time as it read it (a worker step measures its clock by it)."""
     clock_sql, _ = database_time(None)
     with connection.cursor() as cursor:
-        cursor.execute(_LOAD.replace("SELECT ", f"SELECT {clock_sql}, ", 1), [event_id])
+        cursor.execute(_LOAD.format(clock=f"{clock_sql}, "), [event_id])
         rows = cursor.fetchall()
     loaded = _loaded(event_id, [row[1:] for row in rows])
     return loaded, parse_database_time(rows[0][0])

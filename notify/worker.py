@@ -145,6 +145,7 @@ def _wake_after(decision: machine.Decision, now: datetime, longest: timedelta) -
 _COUNTED = {
     Normalized.POSSIBLE_DUPLICATE: tallies.POSSIBLE_DUPLICATE_EMAILS,
     Normalized.CONFIGURATION_ERROR: tallies.CONFIGURATION_ERRORS,
+    Normalized.NO_USEFUL_LIFE: tallies.FALLBACKS_WITHOUT_USEFUL_LIFE,
 }
 
 
@@ -371,7 +372,6 @@ class _Step:
             return
         if not machine.email_has_useful_life(self.known.event, policy, now):
             self._observe(transitions.NO_USEFUL_LIFE)
-            tallies.add_for_event(tallies.FALLBACKS_WITHOUT_USEFUL_LIFE, self.event_id, Channel.EMAIL)
             return
         message = messages.reset_email(self.event_id, policy, _destinations(self.event_id), self.known.event.expires_at)
         self._begin(Channel.EMAIL, now)

@@ -152,9 +152,14 @@ def describe(
     )
 
 
+def lease_live(event: Event, now: datetime) -> bool:
+    """Whether the event's lease holder still holds it: a dead worker's name is no owner."""
+    return bool(event.lease_owner) and event.lease_expires_at is not None and event.lease_expires_at > now
+
+
 def _owner(event: Event, now: datetime, terminal: bool, due_in: timedelta | None) -> Owner:
     expires = event.lease_expires_at
-    if event.lease_owner and expires is not None and expires > now:
+    if lease_live(event, now):
         return Owner(event.lease_owner, expires, live=True, stuck=False, why="")
     if event.lease_owner and not terminal:
         why = "its lease expired: the worker holding it died or stalled; any worker may take it over"

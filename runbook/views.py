@@ -42,8 +42,7 @@ class Row:
     event: Event
     timing: status.Timing
     follow_up: bool
-    # Whether the lease holder still holds it: a dead worker's name is no owner.
-    owner_live: bool
+    owner_live: bool  # status.lease_live
 
 
 @dataclass(frozen=True)
@@ -134,9 +133,8 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
 
 
 def _row(event: Event, now: datetime, follow_up: bool) -> Row:
-    expires = event.lease_expires_at
-    live = bool(event.lease_owner) and expires is not None and expires > now
-    return Row(event, status.timing(event, policy_version(event.policy_id), now), follow_up, live)
+    timing = status.timing(event, policy_version(event.policy_id), now)
+    return Row(event, timing, follow_up, status.lease_live(event, now))
 
 
 @requires("runbook.view_console")

@@ -11,21 +11,6 @@ import numpy
 
 from runbook.replay.simulate import Outcome
 
-SUMMARY_COLUMNS = [
-    "region",
-    "field",
-    "value",
-    "events",
-    "extra_messages",
-    "useless_fallbacks",
-    "fallbacks_without_useful_life",
-    "expired_without_outcome",
-    "would_page",
-    "pages_without_action",
-    "claim_remaining_p5_s",
-    "claim_remaining_p50_s",
-    "claim_remaining_p95_s",
-]
 COUNTED = [
     "extra_messages",
     "useless_fallbacks",
@@ -33,6 +18,16 @@ COUNTED = [
     "expired_without_outcome",
     "would_page",
     "pages_without_action",
+]
+SUMMARY_COLUMNS = [
+    "region",
+    "field",
+    "value",
+    "events",
+    *COUNTED,
+    "claim_remaining_p5_s",
+    "claim_remaining_p50_s",
+    "claim_remaining_p95_s",
 ]
 _TARGET = re.compile(r"^(?P<metric>[a-z_]+)\s*<=\s*(?P<limit>[0-9.]+)(?P<percent>%?)$")
 

@@ -135,8 +135,9 @@ def test_an_smtp_exchange_is_cut_at_its_deadline_though_every_reply_beats_the_re
         SmtpEmail().send(message, within=timedelta(seconds=1.0))
     took = time.monotonic() - started
 
-    # Without the deadline: greeting, EHLO, MAIL, RCPT, DATA, the dot and QUIT at 0.4 s each.
-    assert took < 1.3
+    # Without the deadline: greeting, EHLO, MAIL, RCPT, DATA, the dot and QUIT at 0.4 s each,
+    # 2.8 s at least; the margin over the 1 s deadline is for a loaded machine, not a target.
+    assert took < 2.0
     assert cut.value.raw_status.endswith("_before_data")  # cut before the final dot: nothing handed over
     assert slow_relay.control.counts()["email"] == {}
 
