@@ -327,7 +327,14 @@ NOTIFY_SWEEP_REDELIVER_AFTER = timedelta(seconds=env_float("NOTIFY_SWEEP_REDELIV
 # ("US=key,EU=key"). A region in page mode without a key keeps its pages queued, not lost.
 NOTIFY_RISK_INTERVAL = env_float("NOTIFY_RISK_INTERVAL", 5.0, minimum=0.5)
 PAGER_EVENTS_URL = env_str("PAGER_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue")
+# The whole of one POST (lookup, connect, TLS, request, reply) under one deadline.
 PAGER_TIMEOUT = env_float("PAGER_TIMEOUT", 5.0, minimum=0.1)
+# POSTs in flight at once per delivery run: a pager that times out holds a run for
+# BATCH / PAGER_CONCURRENCY deadlines, not BATCH of them.
+PAGER_CONCURRENCY = env_int("PAGER_CONCURRENCY", 4, minimum=1)
+# Messages per minute per routing key, all deliverers together: PagerDuty takes about 120
+# a minute per integration key; the rest of its limit is left for the burst (pager_quota).
+PAGER_EVENTS_PER_MINUTE = env_float("PAGER_EVENTS_PER_MINUTE", 100.0, minimum=1)
 PAGER_ROUTING_KEYS: dict[str, str] = {}
 for _pair in env_list("PAGER_ROUTING_KEYS"):
     _region, _, _key = _pair.partition("=")
@@ -345,11 +352,8 @@ CELERY_BEAT_SCHEDULE = {
         # A sweep that waited longer than one interval is superseded by the next one.
         "options": {"expires": NOTIFY_SWEEP_INTERVAL},
     },
-    "evaluate-risk": {
-        "task": "runbook.evaluate_risk",
-        "schedule": NOTIFY_RISK_INTERVAL,
-        "options": {"expires": NOTIFY_RISK_INTERVAL},
-    },
+    # No expiry: a run that waited is caught up, never dropped (runbook.tasks.evaluate_risk).
+    "evaluate-risk": {"task": "runbook.evaluate_risk", "schedule": NOTIFY_RISK_INTERVAL},
     # The outbox's safety net: new pages are sent at once; this retries what failed.
     "deliver-pages": {"task": "runbook.deliver_pages", "schedule": NOTIFY_RISK_INTERVAL, "options": {"expires": 30}},
     "roll-up-metrics": {"task": "notify.roll_up_metrics", "schedule": 10.0, "options": {"expires": 10.0}},

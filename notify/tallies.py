@@ -27,6 +27,7 @@ LATE_SMS_ACCEPTANCES = "late_sms_acceptances_total"
 FALLBACKS_WITHOUT_USEFUL_LIFE = "fallbacks_without_useful_life_total"
 POSSIBLE_DUPLICATE_EMAILS = "possible_duplicate_emails_total"
 CONFIGURATION_ERRORS = "configuration_errors_total"
+PAGE_DELIVERY_FAILURES = "page_delivery_failures_total"
 SMS_TERMINAL_SECONDS = "sms_terminal_seconds"
 CLAIM_REMAINING_SECONDS = "fallback_claim_remaining_lifetime_seconds"
 SWEEPER_LAST_RUN = "sweeper_last_run_timestamp_seconds"
@@ -84,6 +85,10 @@ def add_for_event(name: str, event_id: str, label: str = "") -> None:
 
 def set_value(name: str, value: float, region: str = "", label: str = "") -> None:
     Tally.objects.update_or_create(name=name, region=region, label=label, defaults={"value": value})
+
+
+def value_of(name: str, region: str = "", label: str = "") -> float | None:
+    return Tally.objects.filter(name=name, region=region, label=label).values_list("value", flat=True).first()
 
 
 def bucket_label(upper_bound: float) -> str:

@@ -75,7 +75,12 @@ class Page(models.Model):
     resolve_sent_at = models.DateTimeField(null=True, blank=True)
     # When the next delivery is due; NULL when nothing is left to send (and always in observe mode).
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Every delivery claim bumps this; it fences the claim's outcome (see pager._record).
     attempts = models.PositiveIntegerField(default=0)
+    # Failures in a row of each message, each with its own backoff: a resolve owed after a
+    # trigger that failed five times starts again from the shortest wait.
+    trigger_failures = models.PositiveIntegerField(default=0)
+    resolve_failures = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=200, blank=True)
 
     class Meta:
@@ -94,3 +99,21 @@ class Page(models.Model):
 
     def __str__(self) -> str:
         return f"{self.mode} {self.event_id}"
+
+
+class PagerQuota(models.Model):
+    """How many messages one pager integration key may still take now, shared by every deliverer.
+
+    PagerDuty limits each integration key (about 120 events a minute) and answers 429 with
+    ``Retry-After`` past it. A token bucket per key, refilled at ``PAGER_EVENTS_PER_MINUTE``,
+    keeps all deliverer processes together under the limit; ``paused_until`` is the silence
+    a 429 asked for. Keyed by a digest of the routing key, never the key itself.
+    """
+
+    key_digest = models.CharField(max_length=16, primary_key=True)
+    tokens = models.FloatField()
+    refilled_at = models.DateTimeField()
+    paused_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_digest}: {self.tokens:.1f}"

@@ -1,46 +1,49 @@
-"""Delivering pages to a PagerDuty Events v2 compatible endpoint, durably.
+"""Delivering pages to a PagerDuty Events v2 compatible endpoint, durably and politely.
 
 ``Page`` rows are the outbox: a trigger when the event went at risk, a resolve once it
-is terminal. Each delivery claims its row with a conditional UPDATE (so two deliverers
-never send the same message at once), calls the pager outside any transaction, and
-records the outcome; a failure is retried with backoff until it lands. The payload
-carries the event id, region, state, remaining budget and the console link: never a
-phone number, address or reset link.
+is terminal. A delivery run works in three steps:
+
+1. **grant**: the due pages, oldest first, as many per routing key as its rate-limit quota
+   grants (``pager_quota``).
+2. then in waves of ``PAGER_CONCURRENCY`` pages: **claim** each (database, this thread)
+   with a conditional UPDATE, so two deliverers never send the same message at once, and
+   re-check a trigger against its event: an event that ended gets no trigger, and the
+   payload says what ``decide`` allows now, not the stored schedule; **call** (no
+   database, side by side), each POST under one deadline of ``PAGER_TIMEOUT``
+   (``pager_client``); **record** each outcome (database, this thread), fenced by the
+   claim. A failure is retried with a backoff of its own per message, capped below the
+   policy's page margin; a 429 pauses the routing key for its ``Retry-After``.
+
+The payload carries the event id, region, state, remaining budget and the console link:
+never a phone number, address or reset link.
 """
 
 import logging
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-import requests
 from django.conf import settings
 from django.db.models import Case, F, Value, When
 from django.urls import reverse
 
+from notify import tallies
 from notify.clock import Clock, current_clock
+from runbook import pager_client, pager_quota, risk
 from runbook.models import Page
+from runbook.pager_client import PagerError
 
 log = logging.getLogger("runbook.pager")
 
 SUMMARY = "reset_delivery_deadline_at_risk"
-MAX_BACKOFF = timedelta(minutes=5)
 BATCH = 50
+FIRST_RETRY = timedelta(seconds=2)
+TRIGGER, RESOLVE = "trigger", "resolve"
 
 Send = Callable[[dict[str, Any]], None]
-
-
-class PagerError(Exception):
-    """The pager did not accept the message, or did not say; it is retried.
-
-    ``answered`` is False when no answer came (a timeout, a lost connection): the pager
-    may have taken the message all the same.
-    """
-
-    def __init__(self, message: str, *, answered: bool) -> None:
-        super().__init__(message)
-        self.answered = answered
 
 
 @dataclass(frozen=True)
@@ -49,32 +52,194 @@ class Delivered:
     failed: int
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A page this run holds, and what it owes the pager, built while the database was at hand.
+
+    ``action`` None: nothing any more (``why_not`` says why, for a trigger). ``error``: the
+    message could not even be built (no routing key for the region), so nothing is sent.
+    """
+
+    page: Page
+    action: str | None
+    message: dict[str, Any] | None = None
+    error: PagerError | None = None
+    why_not: str = ""
+
+
 def post_to_pager(message: dict[str, Any]) -> None:
-    """POST one message to the Events v2 endpoint; 202 is the only success."""
+    pager_client.post(settings.PAGER_EVENTS_URL, message, timedelta(seconds=settings.PAGER_TIMEOUT))
+
+
+def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> Delivered:
+    """Send every page message that is due (within the quotas); return how many landed and failed."""
+    clock = clock or current_clock()
+    sent = failed = 0
+    # Up to PAGER_CONCURRENCY calls side by side, each under its own deadline: a run of BATCH
+    # pages to a pager that times out lasts BATCH / PAGER_CONCURRENCY deadlines, not BATCH of
+    # them. Claimed a wave at a time, each page just before its call, so a trigger's re-check
+    # of its event is at most one deadline old when it goes out. The threads only call out:
+    # every database read and write stays on this thread.
+    throttled: set[str] = set()  # routing keys the pager answered 429 for during this run
+    with ThreadPoolExecutor(max_workers=settings.PAGER_CONCURRENCY, thread_name_prefix="pager") as pool:
+        for wave in _waves(_granted(clock.now()), settings.PAGER_CONCURRENCY):
+            claims = [
+                claimed
+                for page_id, routing_key in wave
+                if routing_key not in throttled and (claimed := claim(page_id, clock)) is not None
+            ]
+            for claimed, error in zip(claims, pool.map(lambda claimed: _call(claimed, send), claims), strict=True):
+                landed = record(claimed, error, clock)
+                sent += landed
+                failed += not landed
+                if error is not None and error.throttled:
+                    throttled.add(settings.PAGER_ROUTING_KEYS.get(claimed.page.region, ""))
+    return Delivered(sent, failed)
+
+
+def _granted(now: datetime) -> list[tuple[int, str]]:
+    """The due pages with their routing keys, oldest first, no more per key than its quota grants now."""
+    due = Page.objects.filter(next_attempt_at__lte=now).order_by("next_attempt_at").values_list("pk", "region")
+    by_key: defaultdict[str, list[int]] = defaultdict(list)
+    for page_id, region in due[:BATCH]:
+        by_key[settings.PAGER_ROUTING_KEYS.get(region, "")].append(page_id)
+    granted = []
+    for routing_key, page_ids in by_key.items():
+        # A region without a key sends nothing (its attempt fails at once): it spends no quota.
+        allowed = pager_quota.take(routing_key, len(page_ids), now) if routing_key else len(page_ids)
+        granted += [(page_id, routing_key) for page_id in page_ids[:allowed]]
+    return granted
+
+
+def _waves(pages: list[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+    for start in range(0, len(pages), size):
+        yield pages[start : start + size]
+
+
+def claim_hold() -> timedelta:
+    """Longer than one pager call can take, so no second deliverer takes a page mid-call."""
+    return timedelta(seconds=settings.PAGER_TIMEOUT + 5)
+
+
+def claim(page_id: int, clock: Clock) -> Claimed | None:
+    # The clock is read for each page: a run that took long must not claim its last pages
+    # with holds that are already running out.
+    now = clock.now()
+    # Only one deliverer moves next_attempt_at past now; the others see 0 rows. The attempt
+    # count it bumps is the fencing token of this delivery's outcome.
+    won = Page.objects.filter(pk=page_id, next_attempt_at__lte=now).update(
+        next_attempt_at=now + claim_hold(), attempts=F("attempts") + 1
+    )
+    if not won:
+        return None
+    page = Page.objects.select_related("event__policy").get(pk=page_id)
+    now_true = None
+    if page.resolved_at is None and page.trigger_sent_at is None:
+        # Re-checked now, not when the page opened: a retried trigger must not wake someone
+        # for an event that has just ended, or that has nothing left to do before it expires.
+        now_true = risk.decide_now([page.event], now)[page.event_id]
+        if not risk.pageable(now_true, now):
+            return Claimed(page, None, why_not=f"not sent: the event is {now_true.state}, nothing left to do")
+        action: str | None = TRIGGER
+    else:
+        action = _pending_action(page)
+    if action is None:
+        return Claimed(page, None)
     try:
-        response = requests.post(settings.PAGER_EVENTS_URL, json=message, timeout=settings.PAGER_TIMEOUT)
-    except requests.RequestException as error:
-        raise PagerError(f"{type(error).__name__} reaching the pager", answered=False) from error
-    if response.status_code != 202:
-        raise PagerError(f"pager answered {response.status_code}", answered=True)
+        return Claimed(page, action, message(page, action, now_true, now))
+    except PagerError as error:
+        return Claimed(page, action, error=error)
+
+
+def _call(claimed: Claimed, send: Send) -> PagerError | None:
+    if claimed.error is not None or claimed.message is None:
+        return claimed.error
+    try:
+        send(claimed.message)
+    except PagerError as error:
+        return error
+    return None
+
+
+def record(claimed: Claimed, error: PagerError | None, clock: Clock) -> bool:
+    """Record one delivery's outcome, unless another deliverer has claimed the page since; True if it landed."""
+    page, action = claimed.page, claimed.action
+    # Fenced by the attempt count this delivery claimed: a deliverer whose hold ran out
+    # (and whose page another one has claimed since) records nothing.
+    mine = Page.objects.filter(pk=page.pk, attempts=page.attempts)
+    now = clock.now()
+    if action is None:
+        # Nothing owed now; due again at once only if the event ended while this run held
+        # the page (a trigger that may have landed earlier is owed its resolve).
+        due = _due_if_resolved(now) if page.resolved_at is None else None
+        mine.update(next_attempt_at=due, last_error=claimed.why_not)
+        return True
+    if error is not None:
+        _failed(page, action, error, now, mine)
+        return False
+    if action == TRIGGER:
+        mine.update(trigger_sent_at=now, trigger_failures=0, last_error="", next_attempt_at=_due_if_resolved(now))
+    else:
+        mine.update(resolve_sent_at=now, resolve_failures=0, last_error="", next_attempt_at=None)
+    log.info("page_sent", extra={"event_id": page.event_id, "action": action, "region": page.region})
+    return True
+
+
+def _due_if_resolved(now: datetime) -> Case:
+    return Case(When(resolved_at__isnull=False, then=Value(now)), default=None)
+
+
+def _failed(page: Page, action: str, error: PagerError, now: datetime, mine: Any) -> None:
+    failures = (page.trigger_failures if action == TRIGGER else page.resolve_failures) + 1
+    wait = error.retry_after or retry_wait(failures, page.event.policy.page_margin)
+    if error.throttled:
+        # The pager's limit is per routing key: every page of the key waits, not only this one.
+        pager_quota.pause(settings.PAGER_ROUTING_KEYS.get(page.region, ""), now + wait)
+    uncertain = page.trigger_uncertain or (action == TRIGGER and not error.answered)
+    mine.update(
+        next_attempt_at=now + wait,
+        last_error=str(error)[:200],
+        trigger_uncertain=uncertain,
+        **{f"{action}_failures": failures},
+    )
+    tallies.add_for_event(tallies.PAGE_DELIVERY_FAILURES, page.event_id, label=action)
+    log.warning("page_failed", extra={"event_id": page.event_id, "action": action, "error": str(error)})
+
+
+def retry_wait(failures: int, page_margin: timedelta) -> timedelta:
+    """How long a message waits after ``failures`` failures in a row: 2 s doubling, at most a quarter of the margin.
+
+    A page opens with at most ``page_margin`` of action budget left; a trigger that waited
+    longer than that between tries would land after the budget it warns about was spent.
+    A quarter leaves room for several tries inside the margin; a resolve gets the same cap,
+    so a responder is not left chasing an event that ended minutes ago.
+    """
+    cap: timedelta = max(page_margin / 4, FIRST_RETRY)
+    doubled: timedelta = FIRST_RETRY * 2 ** min(failures - 1, 10)
+    return min(cap, doubled)
 
 
 def console_link(event_id: str) -> str:
     return settings.PUBLIC_BASE_URL + reverse("runbook:event", args=[event_id])
 
 
-def message(page: Page, action: str) -> dict[str, Any]:
-    """The Events v2 message for ``action`` ("trigger" or "resolve") of a page."""
+def message(
+    page: Page, action: str, now_true: risk.Decided | None = None, now: datetime | None = None
+) -> dict[str, Any]:
+    """The Events v2 message for ``action`` of a page; a trigger describes the event as ``now_true`` has it."""
     routing_key = settings.PAGER_ROUTING_KEYS.get(page.region)
     if not routing_key:
         raise PagerError(f"no routing key for region {page.region} (PAGER_ROUTING_KEYS)", answered=True)
     body: dict[str, Any] = {"routing_key": routing_key, "event_action": action, "dedup_key": page.event_id}
-    if action == "resolve":
+    if action == RESOLVE:
         return body
+    state = now_true.state if now_true else page.state
+    next_action = now_true.next_action if now_true else page.next_action
+    budget = now_true.budget_seconds(now) if now_true and now else page.budget_seconds
     link = console_link(page.event_id)
     return body | {
         "payload": {
-            "summary": f"{SUMMARY}: {page.region} {page.state}, {page.budget_seconds:.0f}s of action budget left",
+            "summary": f"{SUMMARY}: {page.region} {state}, {budget:.0f}s of action budget left",
             "source": "reset-delivery",
             "severity": "critical",
             "timestamp": page.opened_at.isoformat(),
@@ -84,9 +249,9 @@ def message(page: Page, action: str) -> dict[str, Any]:
             "custom_details": {
                 "event_id": page.event_id,
                 "region": page.region,
-                "state": page.state,
-                "next_action": page.next_action,
-                "remaining_budget_seconds": round(page.budget_seconds, 1),
+                "state": state,
+                "next_action": next_action,
+                "remaining_budget_seconds": round(budget, 1),
                 "console": link,
                 "runbook": f"{link}#runbook",
             },
@@ -97,75 +262,13 @@ def message(page: Page, action: str) -> dict[str, Any]:
     }
 
 
-def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> Delivered:
-    """Send every page message that is due; return how many landed and how many failed.
-
-    The clock is read for each page, not once per batch: a batch of slow calls must not
-    claim its last pages with holds that expired while the first ones were in flight.
-    """
-    clock = clock or current_clock()
-    sent = failed = 0
-    due = list(
-        Page.objects.filter(next_attempt_at__lte=clock.now()).order_by("next_attempt_at").values_list("pk", flat=True)
-    )
-    for page_id in due[:BATCH]:
-        now = clock.now()
-        # Claim: only one deliverer moves next_attempt_at past now; the others see 0 rows.
-        # The attempt count it bumps is the fencing token of this delivery's outcome.
-        claimed = Page.objects.filter(pk=page_id, next_attempt_at__lte=now).update(
-            next_attempt_at=now + claim_hold(), attempts=F("attempts") + 1
-        )
-        if not claimed:
-            continue
-        page = Page.objects.get(pk=page_id)
-        landed = _deliver(page, clock, send)
-        sent += landed
-        failed += not landed
-    return Delivered(sent, failed)
-
-
-def claim_hold() -> timedelta:
-    """Longer than one pager call can take, so no second deliverer takes a page mid-call."""
-    return timedelta(seconds=2 * settings.PAGER_TIMEOUT + 5)
-
-
-def _deliver(page: Page, clock: Clock, send: Send) -> bool:
-    # Writes below are fenced by the attempt count this delivery claimed: a deliverer whose
-    # hold ran out (and whose page another one has claimed since) records nothing.
-    mine = Page.objects.filter(pk=page.pk, attempts=page.attempts)
-    action = _pending_action(page)
-    if action is None:
-        mine.update(next_attempt_at=None, last_error="resolved before the trigger landed")
-        return True
-    try:
-        send(message(page, action))
-    except PagerError as error:
-        wait = min(MAX_BACKOFF, timedelta(seconds=5 * 2 ** min(page.attempts - 1, 10)))
-        uncertain = page.trigger_uncertain or (action == "trigger" and not error.answered)
-        mine.update(next_attempt_at=clock.now() + wait, last_error=str(error)[:200], trigger_uncertain=uncertain)
-        log.warning("page_failed", extra={"event_id": page.event_id, "action": action, "error": str(error)})
-        return False
-    now = clock.now()
-    if action == "trigger":
-        # Due again at once if the event ended while the trigger was on its way.
-        mine.update(
-            trigger_sent_at=now,
-            last_error="",
-            next_attempt_at=Case(When(resolved_at__isnull=False, then=Value(now)), default=None),
-        )
-    else:
-        mine.update(resolve_sent_at=now, last_error="", next_attempt_at=None)
-    log.info("page_sent", extra={"event_id": page.event_id, "action": action, "region": page.region})
-    return True
-
-
 def _pending_action(page: Page) -> str | None:
-    """What this page still owes the pager: a trigger, a resolve, or nothing."""
+    """What a page whose trigger was sent, or whose event ended, still owes the pager."""
     if page.resolved_at is None:
-        return "trigger" if page.trigger_sent_at is None else None
+        return None  # its trigger landed; the resolve waits for the event to end
     if page.trigger_sent_at is not None or page.trigger_uncertain:
         # After a trigger that landed, or one that may have (an attempt whose answer was lost):
         # resolve. With the same dedup_key a resolve of an incident never opened is harmless.
-        return "resolve" if page.resolve_sent_at is None else None
+        return RESOLVE if page.resolve_sent_at is None else None
     # The event ended before any trigger went out: waking someone now helps nobody.
     return None

@@ -6,6 +6,8 @@ page margin; it is pageable only while a step remains that someone could still t
 failure with plenty of budget left is not at risk: the fallback is routine.
 """
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -13,8 +15,9 @@ from typing import Protocol
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Max, QuerySet, Value
 
-from notify.models import Event
-from notify.states import NextAction
+from notify import machine
+from notify.models import Claim, Event
+from notify.states import Channel, NextAction
 from policies.models import AlertMode, PolicyVersion
 from runbook.models import Page, PageMode
 
@@ -40,7 +43,7 @@ def at_risk_events(now: datetime) -> QuerySet[Event]:
 
 
 class Scheduled(Protocol):
-    """What the evaluator reads off an event row (or a replayed event): its stored schedule."""
+    """What ``pageable`` reads: an event's schedule as decided now (``Decided``), or a replayed event's."""
 
     @property
     def act_by(self) -> datetime | None: ...
@@ -58,6 +61,39 @@ def pageable(event: Scheduled, now: datetime) -> bool:
     return event.act_by is not None and now < event.expires_at and event.next_action != NextAction.EXPIRE
 
 
+@dataclass(frozen=True)
+class Decided:
+    """An event's schedule as ``decide`` gives it now, not as its last write stored it.
+
+    The stored ``next_action`` is only as recent as the worker's last write, and a dead
+    worker writes nothing: its event still says ``poll_sms`` while ``claim_email`` is due.
+    A page says what is true when it is opened and again when its trigger goes out.
+    """
+
+    act_by: datetime | None
+    expires_at: datetime
+    next_action: str
+    state: str
+
+    def budget_seconds(self, now: datetime) -> float:
+        return (self.act_by - now).total_seconds() if self.act_by is not None else 0.0
+
+
+def decide_now(events: Iterable[Event], now: datetime) -> dict[str, Decided]:
+    """``decide`` for each event (its policy loaded with it), with all their claims in one query."""
+    events = list(events)
+    claims: defaultdict[str, dict[Channel, Claim]] = defaultdict(dict)
+    for claim in Claim.objects.filter(event__in=[event.pk for event in events]).only(
+        "event_id", "channel", "state", "next_attempt_at"
+    ):
+        claims[claim.event_id][Channel(claim.channel)] = claim
+    decided = {}
+    for event in events:
+        decision = machine.decide(event, claims[event.pk], event.policy, now)
+        decided[event.pk] = Decided(decision.act_by, event.expires_at, decision.action, event.state)
+    return decided
+
+
 def pageable_events(now: datetime) -> QuerySet[Event]:
     """The at-risk events ``pageable`` accepts, as one query (for counting them)."""
     return at_risk_events(now).filter(expires_at__gt=now).exclude(next_action=NextAction.EXPIRE)
@@ -69,19 +105,15 @@ def evaluate(now: datetime) -> Evaluation:
     Safe to run concurrently: the page's one-to-one key on the event makes a second
     insert for the same event a no-op, so two evaluators open one page between them.
     """
-    candidates = list(
-        at_risk_events(now)
-        .filter(page__isnull=True)
-        .select_related("policy")
-        .only("id", "region", "state", "next_action", "act_by", "expires_at", "policy__alert_mode")
-    )
+    candidates = list(at_risk_events(now).filter(page__isnull=True).select_related("policy"))
+    decided = decide_now(candidates, now)
     opened = not_pageable = 0
     for event in candidates:
-        if not pageable(event, now):
+        now_true = decided[event.pk]
+        if not pageable(now_true, now):
             not_pageable += 1
             continue
         mode = PageMode.PAGE if event.policy.alert_mode == AlertMode.PAGE else PageMode.OBSERVE
-        assert event.act_by is not None
         # get_or_create inserts, and on the unique key's IntegrityError (another evaluator's
         # insert won) returns that row: one page per event, whoever got there first.
         _, created = Page.objects.get_or_create(
@@ -91,8 +123,8 @@ def evaluate(now: datetime) -> Evaluation:
                 "mode": mode,
                 "opened_at": now,
                 "state": event.state,
-                "next_action": event.next_action,
-                "budget_seconds": (event.act_by - now).total_seconds(),
+                "next_action": now_true.next_action,
+                "budget_seconds": now_true.budget_seconds(now),
                 "next_attempt_at": now if mode == PageMode.PAGE else None,
             },
         )

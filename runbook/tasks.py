@@ -1,8 +1,10 @@
 """Celery tasks for paging: find at-risk events, deliver pages. No personal data in arguments."""
 
 import logging
+from datetime import datetime
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
@@ -15,8 +17,18 @@ log = logging.getLogger("runbook.tasks")
 
 @shared_task(name="runbook.evaluate_risk")
 def evaluate_risk() -> dict[str, int]:
-    """Open pages for newly at-risk events, resolve ended ones, and send what that made due."""
+    """Open pages for newly at-risk events, resolve ended ones, and send what that made due.
+
+    Beat's runs carry no expiry, so none is discarded unseen: after a stall (its lane's
+    worker down or busy), the queued runs arrive one after another. The first evaluates
+    everything as it is now and catches up; the rest find a fresh heartbeat and stop there.
+    """
     now = current_clock().now()
+    silent_for = _seconds_since_last_evaluation(now)
+    if silent_for is not None and silent_for < settings.NOTIFY_RISK_INTERVAL / 2:
+        return {"coalesced": 1}
+    if silent_for is not None and silent_for > 2 * settings.NOTIFY_RISK_INTERVAL:
+        log.warning("risk_evaluation_caught_up", extra={"silent_seconds": round(silent_for, 1)})
     evaluation = risk.evaluate(now)
     # The heartbeat an alert watches: an evaluator that stopped pages nobody, so its silence must.
     tallies.set_value(tallies.EVALUATOR_LAST_RUN, now.timestamp())
@@ -24,6 +36,11 @@ def evaluate_risk() -> dict[str, int]:
         log.info("risk_evaluated", extra=evaluation.__dict__)
         transaction.on_commit(_deliver_soon)
     return evaluation.__dict__
+
+
+def _seconds_since_last_evaluation(now: datetime) -> float | None:
+    last = tallies.value_of(tallies.EVALUATOR_LAST_RUN)
+    return None if last is None else now.timestamp() - last
 
 
 def _deliver_soon() -> None:

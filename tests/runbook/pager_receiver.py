@@ -14,6 +14,10 @@ class Receiver:
         self.messages: list[dict[str, Any]] = []
         self.status = 202
         self.delay = 0.0  # seconds before answering: longer than PAGER_TIMEOUT loses the answer
+        self.retry_after: str | None = None  # the Retry-After header of a 429
+        self.dribble = 0.0  # if set, the answer comes one byte per this many seconds
+        self.in_flight = self.most_in_flight = 0
+        self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v2/enqueue"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -25,10 +29,31 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                with receiver._lock:
+                    receiver.in_flight += 1
+                    receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+                try:
+                    self._answer(body)
+                finally:
+                    with receiver._lock:
+                        receiver.in_flight -= 1
+
+            def _answer(self, body):
                 time.sleep(receiver.delay)
                 if receiver.status == 202:
                     receiver.messages.append(json.loads(body))
+                if receiver.dribble:
+                    try:
+                        for byte in b"HTTP/1.1 202 Accepted\r\n\r\n":
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(receiver.dribble)
+                    except OSError:  # the client gave up and cut the connection
+                        pass
+                    return
                 self.send_response(receiver.status)
+                if receiver.retry_after is not None:
+                    self.send_header("Retry-After", receiver.retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(b'{"status": "success", "message": "Event processed"}')

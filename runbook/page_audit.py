@@ -1,0 +1,60 @@
+"""Did the pager get what it should have: the paging invariants, read from the database and a pager's log.
+
+Used by the chaos run and the paging proofs, with the log a PagerDuty stand-in kept of
+every message it was sent (``Received``). Against the ``Page`` rows and their events:
+
+- ``duplicate_trigger``: a trigger accepted more than once for one event (one page per event);
+- ``trigger_after_end``: a trigger that reached the pager after its event had ended;
+- ``undelivered_trigger``: a page of an event still open whose trigger never landed;
+- ``unresolved_page``: an ended event whose trigger landed (or may have) without a resolve accepted.
+
+A trigger sent while the pager timed out is not counted as accepted: the stand-in drops
+it, as a load balancer in front of a pager that is down would.
+"""
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from notify.invariants import Violation
+from runbook.models import Page, PageMode
+
+ACCEPTED = 202
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message as the pager saw it: what, for which event, when it arrived, and the answer it got."""
+
+    action: str
+    dedup_key: str
+    at: datetime
+    status: int
+
+
+def check(received: Iterable[Received], *, in_flight: timedelta) -> list[Violation]:
+    """The paging invariants; ``in_flight`` is how long after its claim a trigger may still arrive."""
+    received = list(received)
+    accepted = Counter((message.action, message.dedup_key) for message in received if message.status == ACCEPTED)
+    last_trigger: dict[str, datetime] = {}
+    for message in sorted(received, key=lambda message: message.at):
+        if message.action == "trigger":
+            last_trigger[message.dedup_key] = message.at
+    violations = []
+    pages = Page.objects.filter(mode=PageMode.PAGE).select_related("event")
+    for page in pages.only("event_id", "trigger_uncertain", "event__act_by", "event__state_entered_at"):
+        event_id, event = page.event_id, page.event
+        triggers = accepted["trigger", event_id]
+        ended_at = event.state_entered_at if event.act_by is None else None
+        if triggers > 1:
+            violations.append(Violation("duplicate_trigger", event_id, f"{triggers} triggers accepted"))
+        arrived = last_trigger.get(event_id)
+        if ended_at is not None and arrived is not None and arrived > ended_at + in_flight:
+            late = (arrived - ended_at).total_seconds()
+            violations.append(Violation("trigger_after_end", event_id, f"trigger arrived {late:.1f}s after the end"))
+        if ended_at is None and not triggers:
+            violations.append(Violation("undelivered_trigger", event_id, "open event, no trigger accepted"))
+        if ended_at is not None and (triggers or page.trigger_uncertain) and not accepted["resolve", event_id]:
+            violations.append(Violation("unresolved_page", event_id, "ended, no resolve accepted"))
+    return violations

@@ -1,0 +1,185 @@
+"""The page outbox under a pager in trouble: slow, throttling, failing; and pages that say what is true now."""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from notify import tallies
+from notify.states import Normalized, Source, State
+from runbook import pager, pager_client, risk, tasks
+from runbook.models import Page, PagerQuota
+from tests.factories import PolicyVersionFactory
+from tests.runbook.events import event_in, observe
+
+# The factory policy: page margin 30 s; an SMS still pending needs 9 s of steps (with its
+# fallback), so it goes at risk 39 s before its expiry. One second after that, with 29 s of
+# budget left, is when these tests start.
+AT_RISK = 600 - 9 - 29
+
+
+@pytest.fixture
+def paging_policy(db):
+    return PolicyVersionFactory.create(alert_mode="page")
+
+
+def at_risk_pages(clock, count, **fields):
+    events = [event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), **fields) for _ in range(count)]
+    clock.advance(AT_RISK)
+    assert risk.evaluate(clock.now()).opened == count
+    return events
+
+
+def test_the_page_says_what_is_due_now_not_what_a_dead_worker_stored(paging_policy, clock, pager_receiver):
+    event = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    assert event.next_action == "poll_sms"
+    clock.advance(AT_RISK)  # past the fallback deadline, and no worker has written since
+    risk.evaluate(clock.now())
+    assert Page.objects.get().next_action == "claim_email"
+    pager.deliver_due(clock)
+    [trigger] = pager_receiver.messages
+    assert trigger["payload"]["custom_details"]["next_action"] == "claim_email"
+
+
+def test_a_trigger_is_rechecked_and_not_sent_for_an_event_that_ended_since_its_page_opened(
+    paging_policy, clock, pager_receiver
+):
+    [event] = at_risk_pages(clock, 1)
+    # Delivered before any delivery run, and before the evaluator has seen it end.
+    observe(event.id, Normalized.DELIVERED, clock.now(), source=Source.CALLBACK)
+    assert pager.deliver_due(clock).sent == 1
+    assert pager_receiver.messages == []
+    page = Page.objects.get()
+    assert (page.trigger_sent_at, page.next_attempt_at) == (None, None)
+    assert page.last_error == "not sent: the event is sms_delivered, nothing left to do"
+    risk.evaluate(clock.now())  # the evaluator resolves it: still nothing to send
+    pager.deliver_due(clock)
+    assert pager_receiver.messages == []
+
+
+def test_a_trigger_for_an_event_past_its_expiry_is_not_sent(paging_policy, clock, pager_receiver):
+    at_risk_pages(clock, 1)
+    clock.advance(60)  # expired, though the sweeper has not marked it yet
+    pager.deliver_due(clock)
+    assert pager_receiver.messages == []
+
+
+def test_trigger_and_resolve_back_off_separately_and_never_past_a_quarter_of_the_margin(
+    paging_policy, clock, pager_receiver
+):
+    [event] = at_risk_pages(clock, 1)
+    pager_receiver.status = 503
+    waits = []
+    for _ in range(5):
+        pager.deliver_due(clock)
+        wait = (Page.objects.get().next_attempt_at - clock.now()).total_seconds()
+        waits.append(wait)
+        clock.advance(wait)
+    # 2 s doubling, capped at 7.5 s (the factory's 30 s margin / 4): a trigger retried this
+    # way lands well inside the margin it warns about.
+    assert waits == [2, 4, 7.5, 7.5, 7.5]
+    pager_receiver.status = 202
+    pager.deliver_due(clock)
+    observe(event.id, Normalized.DELIVERED, clock.now(), source=Source.CALLBACK)
+    risk.evaluate(clock.now())
+    pager_receiver.status = 503
+    pager.deliver_due(clock)
+    page = Page.objects.get()
+    # The resolve's first failure waits the shortest time: the trigger's failures are not its own.
+    assert (page.trigger_failures, page.resolve_failures) == (0, 1)
+    assert page.next_attempt_at - clock.now() == timedelta(seconds=2)
+    assert tallies.value_of(tallies.PAGE_DELIVERY_FAILURES, "US", "trigger") == 5
+    assert tallies.value_of(tallies.PAGE_DELIVERY_FAILURES, "US", "resolve") == 1
+    pager_receiver.status = 202
+    clock.advance(2)
+    pager.deliver_due(clock)
+    assert pager_receiver.actions() == [("trigger", event.id), ("resolve", event.id)]
+
+
+def test_a_429_pauses_every_page_of_its_routing_key_for_the_retry_after_it_asked(
+    paging_policy, clock, pager_receiver, settings
+):
+    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    us = [event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600)) for _ in range(3)]
+    [eu] = [event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")]
+    clock.advance(AT_RISK)
+    risk.evaluate(clock.now())
+    settings.PAGER_CONCURRENCY = 1  # one call at a time: the 429 lands before the next US call
+    pager_receiver.status, pager_receiver.retry_after = 429, "20"
+    outcome = pager.deliver_due(clock)
+    # One US call met the 429 (the other US pages were held back); EU's key was throttled too
+    # by this receiver, which answers every call alike.
+    assert outcome.failed == 2
+    first = Page.objects.filter(event_id__in=[event.id for event in us], attempts=1).get()
+    assert first.next_attempt_at == clock.now() + timedelta(seconds=20)
+    assert first.last_error == "pager answered 429"
+
+    pager_receiver.status, pager_receiver.retry_after = 202, None
+    clock.advance(10)
+    pager.deliver_due(clock)
+    assert pager_receiver.actions() == []  # both keys still paused
+    clock.advance(10)
+    pager.deliver_due(clock)
+    assert sorted(pager_receiver.actions()) == sorted(("trigger", event.id) for event in [*us, eu])
+
+
+def test_all_deliverers_together_stay_under_the_pagers_rate_limit(paging_policy, clock, pager_receiver, settings):
+    settings.PAGER_EVENTS_PER_MINUTE = 60  # one a second after the burst
+    at_risk_pages(clock, 25)
+    assert pager.deliver_due(clock).sent == 20  # the burst
+    assert pager.deliver_due(clock).sent == 0  # another deliverer, the same moment: the same bucket
+    clock.advance(3)
+    assert pager.deliver_due(clock).sent == 3
+    assert len(pager_receiver.messages) == 23
+    assert PagerQuota.objects.get().key_digest != "routing-key-us"  # the key itself is not stored
+
+
+def test_calls_run_side_by_side_but_never_more_than_the_configured_concurrency(
+    paging_policy, clock, pager_receiver, settings
+):
+    settings.PAGER_CONCURRENCY = 3
+    pager_receiver.delay = 0.3
+    at_risk_pages(clock, 7)
+    assert pager.deliver_due(clock).sent == 7
+    assert pager_receiver.most_in_flight == 3
+
+
+def test_a_pager_that_dribbles_its_answer_is_cut_off_at_the_deadline(paging_policy, clock, pager_receiver, settings):
+    settings.PAGER_TIMEOUT = 0.5
+    pager_receiver.dribble = 0.2  # a byte every 0.2 s: every read is quick, the answer takes 5 s
+    at_risk_pages(clock, 1)
+    started = time.monotonic()
+    assert pager.deliver_due(clock).failed == 1
+    assert time.monotonic() - started < 3  # cut at the deadline, not when the dribble ends
+    page = Page.objects.get()
+    assert page.trigger_uncertain  # the pager may have taken it
+    assert page.last_error.endswith("waiting for the pager")
+
+
+@pytest.mark.parametrize(
+    ("header", "pause"),
+    [
+        ("7", timedelta(seconds=7)),
+        ("Fri, 01 Jan 2026 12:00:30 GMT", timedelta(seconds=30)),
+        ("3600", pager_client.LONGEST_PAUSE),
+        ("soon", None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_a_date_and_bounded(header, pause):
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert pager_client.retry_after(header, now) == pause
+
+
+def test_an_evaluation_that_waited_in_its_queue_runs_and_the_ones_queued_behind_it_coalesce(
+    paging_policy, clock, settings, caplog
+):
+    settings.NOTIFY_RISK_INTERVAL = 5.0
+    event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    assert "coalesced" not in tasks.evaluate_risk()
+    clock.advance(AT_RISK)  # the lane was stalled this long: a pile of evaluations waits
+    assert tasks.evaluate_risk()["opened"] == 1
+    assert "risk_evaluation_caught_up" in caplog.text
+    assert tasks.evaluate_risk() == {"coalesced": 1}
+    clock.advance(5)
+    assert "coalesced" not in tasks.evaluate_risk()
