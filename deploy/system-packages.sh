@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs, if any is missing:
-# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded) and
-# prometheus (for promtool, which tests the shipped alert rules).
+# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded),
+# prometheus (for promtool, which tests the shipped alert rules) and prometheus-alertmanager
+# (for amtool, which checks the shipped Alertmanager config and its routing).
 set -euo pipefail
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -5,8 +5,9 @@ serves ``/metrics``; counters in one process's memory would miss their work (and
 client library's multiprocess mode only shares files between processes of one host).
 So every value here comes from the database: gauges from the open events themselves
 (small partial indexes), counters and histograms from ``notify.Tally`` rows that the
-roll-up task and the workers keep, and page counts from the ``Page`` rows. Labels are
-regions, states, channels and modes: never an event id.
+roll-up task and the workers keep, and page counts and what the pager is still owed from
+the ``Page`` rows. Labels are regions, states, channels, modes and page actions: never an
+event id.
 """
 
 import logging
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError
-from django.db.models import Count, Min, Q
+from django.db.models import Case, Count, Min, Q, Value, When
+from django.db.models.functions import Coalesce
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -23,6 +25,7 @@ from notify.clock import current_clock
 from notify.models import Event, HostClock, Tally
 from runbook import risk, status
 from runbook.models import Page, PageMode
+from runbook.pager import RESOLVE, TRIGGER
 
 log = logging.getLogger("runbook.metrics")
 PREFIX = "reset_delivery"
@@ -44,6 +47,7 @@ COUNTERS = [
         "channel",
     ),
     (tallies.CONFIGURATION_ERRORS, "Provider calls refused for our credentials or account.", "channel"),
+    (tallies.PAGE_DELIVERY_FAILURES, "Page messages the pager did not accept (each is retried).", "action"),
 ]
 HISTOGRAMS = [
     (tallies.SMS_TERMINAL_SECONDS, "Seconds from the SMS intent to its first terminal observation."),
@@ -73,6 +77,8 @@ class DeliveryCollector(Collector):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
         yield CounterMetricFamily(f"{PREFIX}_pages_sent", "")
         yield CounterMetricFamily(f"{PREFIX}_pages_observed", "")
+        for name in ("pages_undelivered", "pages_failing", "pages_oldest_undelivered_age_seconds"):
+            yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
 
     def collect(self) -> Iterator[Metric]:
         healthy = GaugeMetricFamily(f"{PREFIX}_metrics_database_up", "1 if the metrics could be read.")
@@ -97,6 +103,7 @@ class DeliveryCollector(Collector):
         yield from _histograms(rows)
         yield from _timestamps(rows)
         yield from _page_counters()
+        yield from _page_outbox(now)
 
 
 def _open_event_gauges(now: datetime) -> Iterator[Metric]:
@@ -213,3 +220,42 @@ def _page_counters() -> Iterator[Metric]:
         sent.add_metric([row["region"]], row["sent"])
         observed.add_metric([row["region"]], row["observed"])
     yield from (sent, observed)
+
+
+def _page_outbox(now: datetime) -> Iterator[Metric]:
+    """What the pager is still owed, per region and action, in one query over the outbox.
+
+    A message is owed while ``next_attempt_at`` is set: a trigger while the event is open,
+    the resolve once it has ended (``resolved_at``), owed since that moment.
+    """
+    owed = (
+        Page.objects.filter(mode=PageMode.PAGE, next_attempt_at__isnull=False)  # page_outbox_idx
+        .annotate(action=Case(When(resolved_at__isnull=True, then=Value(TRIGGER)), default=Value(RESOLVE)))
+        .values("region", "action")
+        .annotate(
+            n=Count("pk"),
+            failing=Count("pk", filter=~Q(last_error="")),
+            since=Min(Coalesce("resolved_at", "opened_at")),
+        )
+        .order_by("region", "action")
+    )
+    labels = ["region", "action"]
+    undelivered = GaugeMetricFamily(
+        f"{PREFIX}_pages_undelivered", "Page messages (trigger, resolve) owed to the pager.", labels=labels
+    )
+    failing = GaugeMetricFamily(
+        f"{PREFIX}_pages_failing", "Owed page messages whose last delivery attempt failed.", labels=labels
+    )
+    age = GaugeMetricFamily(
+        f"{PREFIX}_pages_oldest_undelivered_age_seconds",
+        "How long the oldest owed page message of a region has been owed (no sample when none is).",
+        labels=["region"],
+    )
+    oldest: dict[str, datetime] = {}
+    for row in owed:
+        undelivered.add_metric([row["region"], row["action"]], row["n"])
+        failing.add_metric([row["region"], row["action"]], row["failing"])
+        oldest[row["region"]] = min(row["since"], oldest.get(row["region"], row["since"]))
+    for region, since in oldest.items():
+        age.add_metric([region], (now - since).total_seconds())
+    yield from (undelivered, failing, age)

@@ -1,10 +1,12 @@
-"""The shipped scrape config, alert rules and dashboard: valid, tested by promtool, and about metrics that exist."""
+"""The shipped scrape config, alert rules, Alertmanager config and dashboard: valid, tested by promtool and
+amtool, and about metrics that exist."""
 
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,21 +17,31 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"
 RULE_TESTS = DEPLOY / "prometheus" / "alerts_test.yml"
 SCRAPE_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+ALERTMANAGER_CONFIG = DEPLOY / "prometheus" / "alertmanager.yml"
 DASHBOARD = DEPLOY / "grafana" / "reset-delivery.json"
+
+
+def _tool(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is missing: install Debian's {package} package (make test and .ci/run do)")
+    return path
 
 
 @pytest.fixture(scope="module")
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is missing: install Debian's prometheus package (make test and .ci/run do)")
-    return path
+    return _tool("promtool", "prometheus")
+
+
+@pytest.fixture(scope="module")
+def amtool() -> str:
+    return _tool("amtool", "prometheus-alertmanager")
 
 
 def test_the_rules_file_is_valid(promtool):
     result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 13 rules found" in result.stdout
+    assert "SUCCESS: 14 rules found" in result.stdout
 
 
 def test_the_scrape_config_is_valid_and_sends_the_metrics_token_as_a_bearer_credential(promtool, tmp_path):
@@ -49,6 +61,63 @@ def test_the_scrape_config_is_valid_and_sends_the_metrics_token_as_a_bearer_cred
     assert job["metrics_path"] == "/metrics"
     assert job["authorization"]["type"] == "Bearer"
     assert "credentials" not in job["authorization"], "the token belongs in a file, not in the config"
+
+
+PAGERDUTY, INDEPENDENT = "pagerduty", "independent"
+# The alerts about the road pages travel: they must arrive even when that road is down.
+WATCHING_THE_PAGER = {"ResetDeliveryPagesUndelivered", "ResetDeliveryOutboxStuck"}
+
+
+def _receiver(name: str) -> dict[str, Any]:
+    config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    (receiver,) = [receiver for receiver in config["receivers"] if receiver["name"] == name]
+    return dict(receiver)
+
+
+def _routed_to(amtool: str, labels: dict[str, str]) -> list[str]:
+    """The receivers Alertmanager would notify for an alert with ``labels``, in routing order."""
+    pairs = [f"{name}={value}" for name, value in labels.items()]
+    command = [amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER_CONFIG}", *pairs]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip().split(",")
+
+
+def test_the_alertmanager_config_is_valid_and_keeps_its_secrets_in_files(amtool):
+    result = subprocess.run(
+        [amtool, "check-config", str(ALERTMANAGER_CONFIG)], capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+    (pagerduty,) = _receiver(PAGERDUTY)["pagerduty_configs"]
+    assert pagerduty["routing_key_file"].startswith("/etc/")
+    assert "routing_key" not in pagerduty, "the key belongs in a file"
+    smtp = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())["global"]
+    assert smtp["smtp_auth_password_file"].startswith("/etc/")
+    assert "smtp_auth_password" not in smtp, "the password belongs in a file"
+
+
+def test_the_second_receiver_does_not_go_through_pagerduty():
+    assert set(_receiver(INDEPENDENT)) == {"name", "email_configs"}
+
+
+def test_an_undelivered_page_reaches_the_second_receiver_and_pagerduty_too(amtool):
+    labels = {"alertname": "ResetDeliveryPagesUndelivered", "route": "independent"}
+    assert _routed_to(amtool, labels) == [INDEPENDENT, PAGERDUTY]
+
+
+def test_an_alert_without_the_independent_route_goes_to_pagerduty_only(amtool):
+    labels = {"alertname": "ResetDeliveryDeadlineAtRisk", "region": "US", "severity": "page"}
+    assert _routed_to(amtool, labels) == [PAGERDUTY]
+
+
+def test_exactly_the_rules_that_watch_the_pager_are_routed_past_it(amtool):
+    rules = [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    assert {rule["alert"] for rule in rules if rule["labels"].get("route") == INDEPENDENT} == WATCHING_THE_PAGER
+    for rule in rules:
+        expected = [INDEPENDENT, PAGERDUTY] if rule["alert"] in WATCHING_THE_PAGER else [PAGERDUTY]
+        assert _routed_to(amtool, {"alertname": rule["alert"], **rule["labels"]}) == expected, rule["alert"]
 
 
 def test_the_scrape_failure_alert_watches_the_shipped_job():

@@ -33,13 +33,14 @@ def start_worker(broker, simulator, public_base_url, tmp_path):
     """Start real ``celery worker`` processes (stopped at teardown); call it to get one more."""
     started: list[CeleryWorker] = []
 
-    def start(*, beat=False, concurrency=2, **env):
+    def start(*, beat=False, concurrency=2, queues=CeleryWorker.queues, **env):
         log_path = tmp_path / f"worker-{len(started)}.log"
         worker = CeleryWorker(
             worker_environment(simulator=simulator, public_base_url=public_base_url, **env),
             log_path,
             beat=beat,
             concurrency=concurrency,
+            queues=queues,
         )
         started.append(worker.start())
         return worker

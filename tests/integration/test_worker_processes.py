@@ -43,11 +43,26 @@ def fast_policy(**fields):
 
 
 def scripted(
-    simulator, *, region="US", ttl=15, create=("accept",), statuses=(), callbacks="normal", smtp=None, **destination
+    simulator,
+    *,
+    region="US",
+    ttl=15,
+    create=("accept",),
+    statuses=(),
+    callbacks="normal",
+    smtp=None,
+    hang_seconds=None,
+    **destination,
 ):
     phone = destination.pop("phone", None) or next_phone()
     email = destination.pop("email", None) or f"subscriber.{phone[1:]}@example.org"
-    simulator.control.script_sms(phone, create=list(create), statuses=[list(s) for s in statuses], callbacks=callbacks)
+    simulator.control.script_sms(
+        phone,
+        create=list(create),
+        statuses=[list(s) for s in statuses],
+        callbacks=callbacks,
+        hang_seconds=hang_seconds,
+    )
     if smtp:
         simulator.control.script_email(email, smtp=list(smtp))
     event = new_event(system_clock.now(), phone=phone, email=email, region=region, ttl=seconds(ttl), **destination)

@@ -3,15 +3,19 @@
 import json
 import threading
 import time
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from runbook.page_audit import Received
+
 
 class Receiver:
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[dict[str, Any]] = []  # the accepted ones
+        self.log: list[Received] = []  # every message that arrived, with the answer it got
         self.status = 202
         self.delay = 0.0  # seconds before answering: longer than PAGER_TIMEOUT loses the answer
         self.retry_after: str | None = None  # the Retry-After header of a 429
@@ -39,9 +43,12 @@ class Receiver:
                         receiver.in_flight -= 1
 
             def _answer(self, body):
+                message, arrived = json.loads(body), datetime.now(UTC)
+                status = 0 if receiver.dribble else receiver.status  # 0: no whole answer ever
+                receiver.log.append(Received(message["event_action"], message["dedup_key"], arrived, status))
                 time.sleep(receiver.delay)
                 if receiver.status == 202:
-                    receiver.messages.append(json.loads(body))
+                    receiver.messages.append(message)
                 if receiver.dribble:
                     try:
                         for byte in b"HTTP/1.1 202 Accepted\r\n\r\n":

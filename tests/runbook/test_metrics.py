@@ -9,7 +9,9 @@ from notify import tallies, transitions
 from notify.models import Event, Transition
 from notify.states import Cause, Channel, Normalized, Source, State
 from runbook import risk
-from tests.factories import PolicyVersionFactory
+from runbook.metrics import _page_outbox
+from runbook.models import Page, PageMode
+from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import run_until_settled, scripted_event
 from tests.runbook.events import event_in
 
@@ -163,3 +165,109 @@ def test_no_metric_is_labelled_with_an_event(client, policy, clock):
     event = event_in(State.SMS_PENDING, clock)
     text = scrape_text(client)
     assert event.id not in text
+
+
+OUTBOX_GAUGES = (
+    "reset_delivery_pages_undelivered",
+    "reset_delivery_pages_failing",
+    "reset_delivery_pages_oldest_undelivered_age_seconds",
+)
+
+
+def _labels(**labels):
+    return tuple(sorted(labels.items()))
+
+
+def paging_page(clock, *, opened_ago, resolved_ago=None, last_error="", owed=True, region="US", **event_fields):
+    """A page in page mode; ``owed``: it still owes the pager its trigger, or its resolve once resolved."""
+    now = clock.now()
+    opened_at = now - timedelta(seconds=opened_ago)
+    owes_trigger = owed and resolved_ago is None
+    return Page.objects.create(
+        event=new_event(now, region=region, **event_fields),
+        region=region,
+        mode=PageMode.PAGE,
+        opened_at=opened_at,
+        state=State.SMS_PENDING,
+        next_action="poll_sms",
+        budget_seconds=20,
+        resolved_at=None if resolved_ago is None else now - timedelta(seconds=resolved_ago),
+        trigger_sent_at=None if owes_trigger else opened_at,
+        next_attempt_at=now if owed else None,
+        last_error=last_error,
+    )
+
+
+def test_owed_page_messages_are_counted_per_region_and_action_and_aged_from_when_they_were_owed(client, clock):
+    PolicyVersionFactory.create(region="US", alert_mode="page")
+    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    paging_page(clock, opened_ago=50, last_error="pager answered 503")
+    paging_page(clock, opened_ago=40, last_error="ConnectTimeout reaching the pager")
+    paging_page(clock, opened_ago=20)  # not tried yet: owed, not failing
+    # A resolve is owed since the event ended, not since the page opened.
+    paging_page(clock, opened_ago=300, resolved_ago=90)
+    paging_page(clock, opened_ago=200, resolved_ago=10, last_error="pager answered 500")
+    # Delivered long ago: owes nothing, so its age counts for nothing.
+    paging_page(clock, opened_ago=900, owed=False)
+    paging_page(clock, opened_ago=600, owed=False, region="EU", phone="+447911123456")
+
+    metrics = scrape(client)
+
+    assert metrics[("reset_delivery_pages_undelivered", _labels(region="US", action="trigger"))] == 3
+    assert metrics[("reset_delivery_pages_failing", _labels(region="US", action="trigger"))] == 2
+    assert metrics[("reset_delivery_pages_undelivered", _labels(region="US", action="resolve"))] == 2
+    assert metrics[("reset_delivery_pages_failing", _labels(region="US", action="resolve"))] == 1
+    assert metrics[("reset_delivery_pages_oldest_undelivered_age_seconds", _labels(region="US"))] == 90
+    assert [key for key in metrics if key[0] in OUTBOX_GAUGES and ("region", "EU") in key[1]] == []
+
+
+def test_the_outbox_gauges_take_one_query(clock, django_assert_num_queries):
+    PolicyVersionFactory.create(region="US", alert_mode="page")
+    paging_page(clock, opened_ago=50)
+    paging_page(clock, opened_ago=30, resolved_ago=5)
+    with django_assert_num_queries(1):
+        families = list(_page_outbox(clock.now()))
+    assert [len(family.samples) for family in families] == [2, 2, 1]
+
+
+def test_a_failing_pager_shows_as_an_ageing_failing_trigger_until_it_lands(client, clock, pager_receiver):
+    from runbook import pager
+
+    PolicyVersionFactory.create(region="US", alert_mode="page")
+    PolicyVersionFactory.create(region="EU", allowed_sms_country_codes=[44])  # observe: owes the pager nothing
+    event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
+    clock.advance(600 - 9 - 29)  # 29 s of budget: within the 30 s margin
+    risk.evaluate(clock.now())
+    pager_receiver.status = 503
+    pager.deliver_due(clock)
+    clock.advance(20)  # still before expiry, so the trigger is still owed
+
+    failing = scrape(client)
+
+    trigger = _labels(region="US", action="trigger")
+    assert failing[("reset_delivery_pages_undelivered", trigger)] == 1
+    assert failing[("reset_delivery_pages_failing", trigger)] == 1
+    assert failing[("reset_delivery_pages_oldest_undelivered_age_seconds", _labels(region="US"))] == 20
+    assert [key for key in failing if key[0] in OUTBOX_GAUGES and ("region", "EU") in key[1]] == []
+    assert failing[("reset_delivery_page_delivery_failures_total", trigger)] == 1
+
+    pager_receiver.status = 202
+    pager.deliver_due(clock)
+    landed = scrape(client)
+
+    assert pager_receiver.actions() == [("trigger", Page.objects.get(region="US").event_id)]
+    assert [key for key in landed if key[0] in OUTBOX_GAUGES] == []
+
+
+def test_failed_page_deliveries_are_counted_per_region_and_action(client, clock):
+    PolicyVersionFactory.create(region="US", alert_mode="page")
+    event = new_event(clock.now())
+    for action in ("trigger", "trigger", "resolve"):
+        tallies.add_for_event(tallies.PAGE_DELIVERY_FAILURES, event.id, label=action)
+
+    metrics = scrape(client)
+
+    failures = "reset_delivery_page_delivery_failures_total"
+    assert metrics[(failures, _labels(region="US", action="trigger"))] == 2
+    assert metrics[(failures, _labels(region="US", action="resolve"))] == 1

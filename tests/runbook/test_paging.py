@@ -8,6 +8,7 @@ import pytest
 from notify.states import Normalized, Source, State
 from runbook import pager, risk
 from runbook.models import Page, PageMode
+from runbook.pager_client import PagerError
 from tests.concurrency import race
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event
 from tests.runbook.events import event_in, observe
@@ -233,10 +234,11 @@ def test_a_deliverer_whose_hold_ran_out_cannot_overwrite_the_one_that_took_over(
     page = Page.objects.get()
 
     slow = pager.claim(page.pk, clock)
+    assert slow is not None
     # While the first deliverer's call hangs past its hold, another takes the page and lands it.
     clock.advance(pager.claim_hold().total_seconds() + 1)
     assert pager.deliver_due(clock).sent == 1
-    pager.record(slow, pager.PagerError("pager answered 503", answered=True), clock)
+    pager.record(slow, PagerError("pager answered 503", answered=True), clock)
 
     page.refresh_from_db()
     assert page.trigger_sent_at is not None
