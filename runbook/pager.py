@@ -139,7 +139,7 @@ def claim(page_id: int, clock: Clock) -> Claimed | None:
         # for an event that has just ended, or that has nothing left to do before it expires.
         now_true = risk.decide_now([page.event], now)[page.event_id]
         if not risk.pageable(now_true, now):
-            return Claimed(page, None, why_not=f"not sent: the event is {now_true.state}, nothing left to do")
+            return Claimed(page, None, why_not=f"no trigger sent: the event is {now_true.state}, nothing left to do")
         action: str | None = TRIGGER
     else:
         action = _pending_action(page)

@@ -51,10 +51,21 @@ def test_a_trigger_is_rechecked_and_not_sent_for_an_event_that_ended_since_its_p
     assert pager_receiver.messages == []
     page = Page.objects.get()
     assert (page.trigger_sent_at, page.next_attempt_at) == (None, None)
-    assert page.last_error == "not sent: the event is sms_delivered, nothing left to do"
+    assert page.last_error == "no trigger sent: the event is sms_delivered, nothing left to do"
     risk.evaluate(clock.now())  # the evaluator resolves it: still nothing to send
     pager.deliver_due(clock)
     assert pager_receiver.messages == []
+
+
+def test_the_event_page_says_why_no_trigger_went_out(console, viewer, paging_policy, clock, pager_receiver):
+    from django.urls import reverse
+
+    [event] = at_risk_pages(clock, 1)
+    observe(event.id, Normalized.DELIVERED, clock.now(), source=Source.CALLBACK)
+    pager.deliver_due(clock)
+    body = console(viewer).get(reverse("runbook:event", args=[event.id])).content.decode()
+    assert "no trigger sent: the event is sms_delivered, nothing left to do</dd>" in body
+    assert "not delivered yet" not in body
 
 
 def test_a_trigger_for_an_event_past_its_expiry_is_not_sent(paging_policy, clock, pager_receiver):
