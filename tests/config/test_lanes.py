@@ -3,10 +3,12 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from config import lanes
 from config.celery import app
 
-PROCFILE = Path(__file__).resolve().parent.parent.parent / "deploy" / "Procfile.demo"
+DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 
 
 def test_each_periodic_job_is_routed_to_its_own_lane_and_steps_stay_on_the_default_queue():
@@ -20,10 +22,13 @@ def test_each_periodic_job_is_routed_to_its_own_lane_and_steps_stay_on_the_defau
     assert queue_of("notify.sweep") != queue_of("runbook.deliver_pages")  # a pager outage cannot stall sweeps
 
 
-def test_the_demo_runs_a_worker_for_the_steps_and_every_lane():
-    consumed = set()
-    for line in PROCFILE.read_text().splitlines():
+@pytest.mark.parametrize("procfile", ["Procfile.demo", "Procfile.production"])
+def test_every_layout_runs_a_worker_for_the_steps_and_every_lane_and_pages_alone(procfile):
+    consumed: list[set[str]] = []
+    for line in (DEPLOY / procfile).read_text().splitlines():
         if "celery -A config worker" in line:
             named = re.search(r"-Q (\S+)", line)
-            consumed |= set(named.group(1).split(",")) if named else {lanes.STEP_QUEUE}
-    assert consumed == {lanes.STEP_QUEUE, *lanes.LANES}
+            consumed.append(set(named.group(1).split(",")) if named else {lanes.STEP_QUEUE})
+    assert set().union(*consumed) == {lanes.STEP_QUEUE, *lanes.LANES}
+    # A pager outage holds the slots of the process that delivers pages: it must do nothing else.
+    assert {"pages"} in consumed
