@@ -4,19 +4,24 @@ Several ``celery worker`` processes, ``celery beat``, a gunicorn web server taki
 provider's signed callbacks, and the provider simulator run on PostgreSQL and Redis. A
 stream of events is fed in while a controller, on a schedule derived from the seed,
 kills workers with SIGKILL (mid-lease, mid-call), restarts the broker once, terminates the
-workers' PostgreSQL connections once, slows the SMTP relay at every reply now and then, and
-scripts provider faults per message (timeouts after acceptance, acceptances after the
-client's timeout, 5xx, rejections, callbacks dropped, duplicated, reordered, delayed past
-the fallback; SMTP deferrals, refusals and connections lost after DATA). One worker's clock
-runs 30 s ahead and another's 30 s behind; the provider keeps no message body
-(ContentRetention=discard and body redaction), and in the RabbitMQ run masks numbers too.
+workers' PostgreSQL connections once, slows the SMTP relay at every reply now and then,
+pauses every step worker once for longer than an event's action budget while the pager goes
+through an outage (timeouts, 429, 5xx), and scripts provider faults per message (timeouts
+after acceptance, acceptances after the client's timeout, 5xx, rejections, callbacks dropped,
+duplicated, reordered, delayed past the fallback; SMTP deferrals, refusals and connections
+lost after DATA). One worker's clock runs 30 s ahead and another's 30 s behind; the provider
+keeps no message body (ContentRetention=discard and body redaction), and in the RabbitMQ run
+masks numbers too.
 
-At the end ``notify.invariants`` reads the database and the simulator's counts; the logs
-and a sample of console pages are searched for the personal data the events carried.
+At the end ``notify.invariants`` reads the database and the simulator's counts,
+``runbook.page_audit`` the pager stand-in's log (``bench.chaos_paging``); the logs and a sample
+of console pages are searched for the personal data the events carried and the routing key.
 A JSON summary goes to stdout and ``bench/results/chaos.json``; any violation fails the run.
 """
 
 import argparse
+import bisect
+import contextlib
 import json
 import os
 import random
@@ -31,7 +36,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from bench import processes
+from bench import chaos_paging, processes
+from bench.chaos_paging import Backlog
 from config import lanes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +45,19 @@ RESULTS = ROOT / "bench" / "results"
 DATABASE = "reset_delivery_chaos"
 BROKERS = {"redis": "redis://127.0.0.1:6379/13", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
 LOGS = ROOT / "var" / "chaos"
+REGION = "US"
+# Reset lifetimes are drawn from this range (seconds).
+LIFETIMES = (15.0, 25.0)
+# Every step worker paused this long: longer than the whole action budget of the shortest-lived
+# events (15 s of life less 1.4 s of steps), so the events created as it starts go at risk
+# before it ends, and so does every event it catches in flight.
+BACKLOG_SECONDS = 15.0
+# The page delivery lane apart from the other lanes' worker, as in deploy/Procfile.demo: a pager
+# outage holds its calls, never a sweep or an evaluation.
+PAGES_LANE = "pages"
+OTHER_LANES = ",".join(queue for queue in lanes.LANES if queue != PAGES_LANE)
+# Plan entries that end a fault rather than inject one: not counted.
+RECOVERIES = frozenset({"steps_resumed"})
 # The simulator's late acceptances finish within this (scripted below), and the workers'
 # processing horizon covers it: "not found" proves absence only past it.
 LATE_ACCEPTANCE_SECONDS = 2.5
@@ -96,6 +115,9 @@ class Run:
     victims: random.Random = field(default_factory=random.Random)
     faults: Counter[str] = field(default_factory=Counter)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # Process groups stopped by the current step backlog, and every backlog's time span.
+    paused: list[int] = field(default_factory=list)
+    backlogs: list[Backlog] = field(default_factory=list)
 
 
 def main(argv: list[str]) -> int:
@@ -149,6 +171,7 @@ def main(argv: list[str]) -> int:
             "EMAIL_HOST": "127.0.0.1",
             "EMAIL_PORT": str(simulator.smtp_port),
             "EMAIL_USE_TLS": "0",
+            **chaos_paging.environment(simulator.base_url, REGION),
         }
     )
     from django.conf import settings
@@ -157,6 +180,7 @@ def main(argv: list[str]) -> int:
     try:
         summary = _chaos(run, simulator, web_port)
     finally:
+        _resume_steps(run)  # a stopped process would sit on its SIGTERM
         for process in run.processes:
             _stop(process)
         simulator.stop()
@@ -186,18 +210,25 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
     from bench.database import seconds_scale_policy
 
     # An SMS budget past the processing horizon, so absence can be proven before D; the
-    # provider keeps no body, so every lookup goes by sender and time.
-    policy = seconds_scale_policy("US", sms_budget=timedelta(seconds=6), sms_discard_content=True)
+    # provider keeps no body, so every lookup goes by sender and time. Events at risk page.
+    policy = seconds_scale_policy(
+        REGION,
+        sms_budget=timedelta(seconds=6),
+        sms_discard_content=True,
+        alert_mode="page",
+        page_margin=chaos_paging.PAGE_MARGIN,
+    )
     simulator.control.redact(body=True, phone=run.broker == "rabbitmq")
     run.faults["sms_body_redaction"] += 1
     run.faults["sms_phone_redaction"] += run.broker == "rabbitmq"
     run.processes.append(_spawn("web", ["gunicorn", "config.wsgi", "-b", f"127.0.0.1:{web_port}", "-w", "2"]))
     workers = [_worker(index) for index in range(run.workers)]
-    # The sweeper, evaluation, pages and housekeeping on their own lanes (never a kill victim).
-    lane_worker = _worker("lanes", queues=lanes.LANE_QUEUES)
+    # The sweeper, evaluation and housekeeping on their lanes, page delivery on its own (never
+    # a kill victim, never paused).
+    lane_workers = [_worker("lanes", queues=OTHER_LANES), _worker(PAGES_LANE, queues=PAGES_LANE)]
     # Every process is stopped at the end, a worker that was never killed too: one left running
     # would take the next run's wake-ups with this run's provider addresses.
-    run.processes += [worker["process"] for worker in [*workers, lane_worker]]  # type: ignore[misc]
+    run.processes += [worker["process"] for worker in [*workers, *lane_workers]]  # type: ignore[misc]
     for index in range(min(run.workers, len(CLOCK_OFFSETS))):
         run.faults[f"worker_clock_{CLOCK_OFFSETS[index]:+.0f}s"] += 1
     run.processes.append(_spawn("beat", ["celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat.db")]))
@@ -219,20 +250,27 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         simulator.control.script_email(email, smtp=EMAIL_PROFILES[email_profile][1])
         request = ResetRequest(
             service="chaos", client_key=f"chaos-{run.seed}-{number}", region=policy.region, purpose="password_reset",
-            phone=phone, email=email, reset_url=CANARY_RESET_URL, ttl=timedelta(seconds=rng.uniform(15, 25)),
+            phone=phone, email=email, reset_url=CANARY_RESET_URL, ttl=timedelta(seconds=rng.uniform(*LIFETIMES)),
         )  # fmt: skip
         event = create_event(request, now=current_clock().now()).event
         tasks.send(event.id)
         created.append(event.id)
-        _supervise(run, [lane_worker])
+        _supervise(run, lane_workers)
         _inject_due(plan, run, workers, started, simulator)
         time.sleep(max(0.0, started + (number + 1) / run.rate - time.monotonic()))
-    # Keep the faults coming until the schedule is done, then let everything settle.
+    # Keep the faults coming until the schedule is done, then let everything settle: the events,
+    # then the pages they opened (the outbox keeps under the pager's rate limit, so a few
+    # hundred messages take minutes).
     while plan:
-        _supervise(run, [lane_worker])
+        _supervise(run, lane_workers)
         _inject_due(plan, run, workers, started, simulator)
         time.sleep(0.2)
-    _settle(created, deadline=time.monotonic() + 90, supervise=lambda: _supervise(run, [*workers, lane_worker]))
+
+    def supervise() -> None:
+        _supervise(run, [*workers, *lane_workers])
+
+    _settle(lambda: _ended(created), deadline=time.monotonic() + 90, supervise=supervise)
+    _settle(chaos_paging.outbox_drained, deadline=time.monotonic() + 300, supervise=supervise)
     return _verdict(run, simulator, created)
 
 
@@ -300,15 +338,27 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
-    """(seconds after the start, fault): kills every few seconds, one broker restart, one DB reset."""
+    """(seconds after the start, fault): kills every few seconds, one broker restart, one DB reset,
+    one step backlog with a pager outage at its end."""
     feeding = run.events / run.rate
     plan: list[tuple[float, str]] = []
     at = rng.uniform(2, 4)
     while at < feeding + 10:
         plan.append((at, "kill_worker"))
         at += rng.uniform(3, 6)
-    plan.append((feeding * rng.uniform(0.3, 0.5), "restart_broker"))
-    plan.append((feeding * rng.uniform(0.6, 0.8), "reset_database_connections"))
+    # While events are still being created, and late enough that some are in flight.
+    backlog = max(5.0, feeding * rng.uniform(0.2, 0.4))
+    plan.append((backlog, "step_backlog"))
+    plan.append((backlog + BACKLOG_SECONDS, "steps_resumed"))
+    outage = backlog + BACKLOG_SECONDS - chaos_paging.OUTAGE_BEFORE_BACKLOG_ENDS
+    plan.append((outage, "pager_outage"))
+    # The broker restart and the connection reset each stop the lanes too (a lane worker may
+    # even die of it and be restarted): kept clear of the backlog and the outage, whose page
+    # lateness and pager traffic they would blur, they come after them if drawn inside.
+    quiet_until = outage + chaos_paging.OUTAGE_SECONDS
+    for fault, (low, high), after in [("restart_broker", (0.3, 0.5), 1), ("reset_database_connections", (0.6, 0.8), 5)]:
+        at = feeding * rng.uniform(low, high)
+        plan.append((quiet_until + after if backlog - 2 <= at <= quiet_until + 2 else at, fault))
     # A relay slower than the lease, every reply inside the read timeout: now and then, for the
     # next few connections (whichever emails they carry).
     at = rng.uniform(1, 5)
@@ -324,7 +374,14 @@ def _inject_due(
     _supervise(run, workers)
     while plan and plan[0][0] <= time.monotonic() - started:
         _, fault = plan.pop(0)
-        run.faults[fault] += 1
+        if fault == "kill_worker" and run.paused:
+            # Every step worker is paused: none is killed meanwhile (a stopped one, killed and
+            # restarted, would end the backlog early). The kill comes once they are resumed.
+            resumed = next(at for at, planned in plan if planned == "steps_resumed")
+            bisect.insort(plan, (resumed + 0.5, fault))
+            continue
+        if fault not in RECOVERIES:
+            run.faults[fault] += 1
         if fault == "kill_worker":
             victim = run.victims.choice(workers)
             process = victim["process"]
@@ -349,16 +406,55 @@ def _inject_due(
                     "WHERE datname = %s AND pid <> pg_backend_pid()",
                     [DATABASE],
                 )
+        elif fault == "step_backlog":
+            _pause_steps(run, workers)
+        elif fault == "steps_resumed":
+            _resume_steps(run)
+        elif fault == "pager_outage":
+            simulator.control.pager_outage(chaos_paging.OUTAGE_PHASES)
 
 
-def _settle(created: list[str], *, deadline: float, supervise: Callable[[], None]) -> None:
-    from notify.models import Event
+def _pause_steps(run: Run, workers: list[dict[str, object]]) -> None:
+    """Stop every step worker, pool and all: their queue backs up while the lanes go on.
 
+    Leases they hold run out meanwhile and their broker connections stay open (no AMQP
+    heartbeat is missed in seconds; Redis has none): resumed, each finds its step fenced
+    or still its own, as after a long garbage-collection pause.
+    """
+    from notify.clock import current_clock
+
+    for worker in workers:
+        process = worker["process"]
+        assert isinstance(process, subprocess.Popen)
+        os.killpg(process.pid, signal.SIGSTOP)
+        run.paused.append(process.pid)
+    run.backlogs.append(Backlog(current_clock().now()))
+
+
+def _resume_steps(run: Run) -> None:
+    from notify.clock import current_clock
+
+    for pid in run.paused:
+        with contextlib.suppress(ProcessLookupError):  # gone meanwhile
+            os.killpg(pid, signal.SIGCONT)
+    if run.paused:
+        run.backlogs[-1].ended = current_clock().now()
+    run.paused.clear()
+
+
+def _settle(done: Callable[[], bool], *, deadline: float, supervise: Callable[[], None]) -> None:
+    """Wait until ``done()`` or the deadline, keeping the workers supervised."""
     while time.monotonic() < deadline:
-        if not Event.objects.filter(pk__in=created, act_by__isnull=False).exists():
+        if done():
             return
         supervise()
         time.sleep(1.0)
+
+
+def _ended(created: list[str]) -> bool:
+    from notify.models import Event
+
+    return not Event.objects.filter(pk__in=created, act_by__isnull=False).exists()
 
 
 def _supervise(run: Run, workers: list[dict[str, object]]) -> None:
@@ -397,8 +493,13 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
         ).values_list("event_id", "recorded_at")
         if at > claimed[event_id]
     }
-    leaks = _personal_data_in_outputs(created, (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL), Client)
-    violations = [violation.__dict__ for violation in invariants.failures(found)] + leaks
+    secrets = {
+        "personal_data": (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL),
+        "routing_key": (chaos_paging.ROUTING_KEY,),
+    }
+    leaks = _secrets_in_outputs(created, secrets, Client)
+    paging, paging_violations = chaos_paging.verdict(created, simulator.control.pager_log(), run.backlogs)
+    violations = [violation.__dict__ for violation in invariants.failures(found)] + paging_violations + leaks
     return {
         "events": len(created),
         "states": dict(Counter(Event.objects.filter(pk__in=created).values_list("state", flat=True))),
@@ -417,6 +518,7 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
         "fallbacks_without_useful_life": _tally(tallies.FALLBACKS_WITHOUT_USEFUL_LIFE),
         # Each worker host's largest offset from the database's clock in its last report.
         "host_clock_offsets": dict(HostClock.objects.order_by("host").values_list("host", "offset_seconds")),
+        "paging": paging,
         "broker": run.broker,
         "violations": violations,
     }
@@ -455,23 +557,23 @@ def _exercised(created: list[str], counts) -> Counter[str]:
     return met
 
 
-def _personal_data_in_outputs(created: list[str], canaries: tuple[str, ...], client_class) -> list[dict[str, str]]:
+def _secrets_in_outputs(created: list[str], secrets: dict[str, tuple[str, ...]], client_class) -> list[dict[str, str]]:
+    """Each process log and console page that shows one of ``secrets`` (by kind: what was leaked)."""
     from django.contrib.auth.models import User
 
-    leaks = []
-    for log in sorted(LOGS.glob("*.log")):
-        text = log.read_text(errors="replace")
-        leaks += [
-            {"kind": "personal_data", "event_id": "", "detail": f"{log.name}"} for canary in canaries if canary in text
-        ]
     admin, _ = User.objects.get_or_create(username="chaos", defaults={"is_superuser": True, "is_staff": True})
     client = client_class(HTTP_HOST="localhost")
     client.force_login(admin)
     pages = ["/", "/pages", "/follow-ups", *(f"/events/{event_id}" for event_id in created[:50])]
-    for page in pages:
-        body = client.get(page).content.decode(errors="replace")
-        leaks += [{"kind": "personal_data", "event_id": "", "detail": page} for canary in canaries if canary in body]
-    return leaks
+    outputs = [(log.name, log.read_text(errors="replace")) for log in sorted(LOGS.glob("*.log"))]
+    outputs += [(page, client.get(page).content.decode(errors="replace")) for page in pages]
+    return [
+        {"kind": kind, "event_id": "", "detail": name}
+        for name, text in outputs
+        for kind, values in secrets.items()
+        for value in values
+        if value in text
+    ]
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ never a phone number, address or reset link.
 """
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +42,7 @@ SUMMARY = "reset_delivery_deadline_at_risk"
 BATCH = 50
 FIRST_RETRY = timedelta(seconds=2)
 TRIGGER, RESOLVE = "trigger", "resolve"
+SENT, FAILED, SKIPPED = "sent", "failed", "skipped"
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -50,6 +51,7 @@ Send = Callable[[dict[str, Any]], None]
 class Delivered:
     sent: int
     failed: int
+    skipped: int = 0  # claimed with nothing left to send (the event ended first)
 
 
 @dataclass(frozen=True)
@@ -72,48 +74,74 @@ def post_to_pager(message: dict[str, Any]) -> None:
 
 
 def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> Delivered:
-    """Send every page message that is due (within the quotas); return how many landed and failed."""
+    """Send every page message that is due (within the quotas); count what landed, failed, or had nothing to send."""
     clock = clock or current_clock()
-    sent = failed = 0
+    outcomes: Counter[str] = Counter()
+    # Routing keys that are out of quota, or that the pager answered 429 for, for the rest of this run.
+    blocked: set[str] = set()
     # Up to PAGER_CONCURRENCY calls side by side, each under its own deadline: a run of BATCH
     # pages to a pager that times out lasts BATCH / PAGER_CONCURRENCY deadlines, not BATCH of
     # them. Claimed a wave at a time, each page just before its call, so a trigger's re-check
     # of its event is at most one deadline old when it goes out. The threads only call out:
     # every database read and write stays on this thread.
-    throttled: set[str] = set()  # routing keys the pager answered 429 for during this run
     with ThreadPoolExecutor(max_workers=settings.PAGER_CONCURRENCY, thread_name_prefix="pager") as pool:
-        for wave in _waves(_granted(clock.now()), settings.PAGER_CONCURRENCY):
+        for wave in _waves(_due(clock.now()), settings.PAGER_CONCURRENCY):
             claims = [
                 claimed
                 for page_id, routing_key in wave
-                if routing_key not in throttled and (claimed := claim(page_id, clock)) is not None
+                if routing_key not in blocked and (claimed := claim(page_id, clock)) is not None
             ]
+            claims = _within_quota(claims, blocked, clock.now())
             for claimed, error in zip(claims, pool.map(lambda claimed: _call(claimed, send), claims), strict=True):
-                landed = record(claimed, error, clock)
-                sent += landed
-                failed += not landed
+                outcomes[record(claimed, error, clock)] += 1
                 if error is not None and error.throttled:
-                    throttled.add(settings.PAGER_ROUTING_KEYS.get(claimed.page.region, ""))
-    return Delivered(sent, failed)
+                    blocked.add(_routing_key(claimed.page))
+    return Delivered(outcomes[SENT], outcomes[FAILED], outcomes[SKIPPED])
 
 
-def _granted(now: datetime) -> list[tuple[int, str]]:
-    """The due pages with their routing keys, oldest first, no more per key than its quota grants now."""
+def _due(now: datetime) -> list[tuple[int, str]]:
+    """The due pages with their routing keys, oldest first."""
     due = Page.objects.filter(next_attempt_at__lte=now).order_by("next_attempt_at").values_list("pk", "region")
-    by_key: defaultdict[str, list[int]] = defaultdict(list)
-    for page_id, region in due[:BATCH]:
-        by_key[settings.PAGER_ROUTING_KEYS.get(region, "")].append(page_id)
-    granted = []
-    for routing_key, page_ids in by_key.items():
-        # A region without a key sends nothing (its attempt fails at once): it spends no quota.
-        allowed = pager_quota.take(routing_key, len(page_ids), now) if routing_key else len(page_ids)
-        granted += [(page_id, routing_key) for page_id in page_ids[:allowed]]
-    return granted
+    return [(page_id, _routing_key_of(region)) for page_id, region in due[:BATCH]]
 
 
 def _waves(pages: list[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
     for start in range(0, len(pages), size):
         yield pages[start : start + size]
+
+
+def _within_quota(claims: list[Claimed], blocked: set[str], now: datetime) -> list[Claimed]:
+    """The claims that send nothing, and those that send within their key's quota; the rest are put back.
+
+    Tokens are taken after the claim's re-check, for messages that will really go out: a
+    page whose event ended spends none, so a backlog of dying pages cannot starve the
+    triggers of events still open.
+    """
+    kept: list[Claimed] = []
+    sending: defaultdict[str, list[Claimed]] = defaultdict(list)
+    for claimed in claims:
+        if claimed.message is None:  # nothing to send, or no routing key to send it with
+            kept.append(claimed)
+        else:
+            sending[_routing_key(claimed.page)].append(claimed)
+    for routing_key, group in sending.items():
+        granted = pager_quota.take(routing_key, len(group), now)
+        kept += group[:granted]
+        if granted < len(group):
+            blocked.add(routing_key)
+            for claimed in group[granted:]:
+                # Due again, for the next run; fenced like any outcome of this claim.
+                Page.objects.filter(pk=claimed.page.pk, attempts=claimed.page.attempts).update(next_attempt_at=now)
+    return kept
+
+
+def _routing_key(page: Page) -> str:
+    return _routing_key_of(page.region)
+
+
+def _routing_key_of(region: str) -> str:
+    # "": the region has none (PAGER_ROUTING_KEYS); its message fails at once, spending no quota.
+    return settings.PAGER_ROUTING_KEYS.get(region, "")
 
 
 def claim_hold() -> timedelta:
@@ -161,8 +189,8 @@ def _call(claimed: Claimed, send: Send) -> PagerError | None:
     return None
 
 
-def record(claimed: Claimed, error: PagerError | None, clock: Clock) -> bool:
-    """Record one delivery's outcome, unless another deliverer has claimed the page since; True if it landed."""
+def record(claimed: Claimed, error: PagerError | None, clock: Clock) -> str:
+    """Record one delivery's outcome (``SENT``, ``FAILED``, ``SKIPPED``) unless another deliverer claimed it since."""
     page, action = claimed.page, claimed.action
     # Fenced by the attempt count this delivery claimed: a deliverer whose hold ran out
     # (and whose page another one has claimed since) records nothing.
@@ -173,16 +201,16 @@ def record(claimed: Claimed, error: PagerError | None, clock: Clock) -> bool:
         # the page (a trigger that may have landed earlier is owed its resolve).
         due = _due_if_resolved(now) if page.resolved_at is None else None
         mine.update(next_attempt_at=due, last_error=claimed.why_not)
-        return True
+        return SKIPPED
     if error is not None:
         _failed(page, action, error, now, mine)
-        return False
+        return FAILED
     if action == TRIGGER:
         mine.update(trigger_sent_at=now, trigger_failures=0, last_error="", next_attempt_at=_due_if_resolved(now))
     else:
         mine.update(resolve_sent_at=now, resolve_failures=0, last_error="", next_attempt_at=None)
     log.info("page_sent", extra={"event_id": page.event_id, "action": action, "region": page.region})
-    return True
+    return SENT
 
 
 def _due_if_resolved(now: datetime) -> Case:
@@ -194,7 +222,7 @@ def _failed(page: Page, action: str, error: PagerError, now: datetime, mine: Any
     wait = error.retry_after or retry_wait(failures, page.event.policy.page_margin)
     if error.throttled:
         # The pager's limit is per routing key: every page of the key waits, not only this one.
-        pager_quota.pause(settings.PAGER_ROUTING_KEYS.get(page.region, ""), now + wait)
+        pager_quota.pause(_routing_key(page), now + wait)
     uncertain = page.trigger_uncertain or (action == TRIGGER and not error.answered)
     mine.update(
         next_attempt_at=now + wait,
@@ -227,7 +255,7 @@ def message(
     page: Page, action: str, now_true: risk.Decided | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     """The Events v2 message for ``action`` of a page; a trigger describes the event as ``now_true`` has it."""
-    routing_key = settings.PAGER_ROUTING_KEYS.get(page.region)
+    routing_key = _routing_key(page)
     if not routing_key:
         raise PagerError(f"no routing key for region {page.region} (PAGER_ROUTING_KEYS)", answered=True)
     body: dict[str, Any] = {"routing_key": routing_key, "event_action": action, "dedup_key": page.event_id}

@@ -68,7 +68,11 @@ def post(url: str, message: dict[str, Any], within: timedelta) -> None:
             response = connection.getresponse()
             response.read()
         except (OSError, HTTPException) as error:
-            raise PagerError(f"{type(error).__name__} waiting for the pager", answered=False) from error
+            # The watchdog's cut shows up as whatever the socket said last; name the cause.
+            cause = (
+                f"no answer within {within.total_seconds():g}s" if deadline.remaining() <= 0 else type(error).__name__
+            )
+            raise PagerError(f"{cause} waiting for the pager", answered=False) from error
         finally:
             connection.close()
     finally:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Max, QuerySet, Value
+from django.db.models import Case, DateTimeField, ExpressionWrapper, F, Max, Q, QuerySet, Value, When
 
 from notify import machine
 from notify.models import Claim, Event
@@ -133,14 +132,21 @@ def evaluate(now: datetime) -> Evaluation:
 
 
 def resolve(now: datetime) -> int:
-    """Mark the pages of events that reached a terminal state as resolved.
+    """Mark the pages of events that reached a terminal state as resolved; say what each still owes.
 
-    A paged one becomes due for delivery (its resolve), unless a delivery already holds
-    it: the deliverer sends the resolve after the trigger it is sending now.
+    One statement, so every page is judged on one snapshot: two statements under read
+    committed could see an event end between them and leave its page resolved but never due.
+    A page whose trigger landed, or may have (an attempt went unanswered), owes a resolve: due
+    now, unless a delivery holds it or it is backing off (that delivery sends the resolve
+    after). A page that never sent anything owes nothing: it leaves the outbox at once (a
+    trigger in flight that lands makes it due again for its resolve, see ``pager.record``).
     """
-    ended = Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True)
-    paged = ended.filter(mode=PageMode.PAGE)
-    with transaction.atomic():
-        count = paged.filter(next_attempt_at__isnull=True).update(resolved_at=now, next_attempt_at=now)
-        count += ended.update(resolved_at=now)
-    return count
+    owed_nothing = Q(trigger_sent_at__isnull=True, trigger_uncertain=False)
+    return Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).update(
+        resolved_at=now,
+        next_attempt_at=Case(
+            When(Q(mode=PageMode.OBSERVE) | owed_nothing, then=Value(None)),
+            When(next_attempt_at__isnull=True, then=Value(now)),
+            default=F("next_attempt_at"),
+        ),
+    )

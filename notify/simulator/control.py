@@ -4,10 +4,11 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from notify.simulator.counts import Counts
+from notify.simulator.pager_state import PagerLogEntry
 
 
 class SimulatorControlError(RuntimeError):
@@ -60,8 +61,21 @@ class SimulatorControl:
         body = {"connections": connections, "reply_delay": reply_delay}
         self._request("POST", "smtp-pacing", json.dumps(body).encode())
 
+    def pager_outage(self, phases: Sequence[Mapping[str, object]]) -> None:
+        """Start a pager outage now, one phase after another, e.g. ``[{"mode": "timeout", "seconds": 4}]``.
+
+        Modes: ``timeout`` (held ``hang_seconds`` without an answer, the message dropped),
+        ``throttle`` (429 with ``retry_after``), ``error`` (a 5xx ``status``). After the last
+        phase the pager takes messages again; an empty list ends an outage now.
+        """
+        self._request("POST", "pager-outage", json.dumps({"phases": [dict(phase) for phase in phases]}).encode())
+
+    def pager_log(self) -> list[PagerLogEntry]:
+        """Return every message the pager stand-in was sent, in arrival order, with the answer it got."""
+        return cast(list[PagerLogEntry], json.loads(self._request("GET", "pager-log"))["messages"])
+
     def reset(self) -> None:
-        """Forget every message, count, script and account setting."""
+        """Forget every message, count, script and account setting; end any pager outage."""
         self._request("POST", "reset")
 
     def wait_until_up(self, timeout: float = 10.0) -> None:

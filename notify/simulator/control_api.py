@@ -1,4 +1,4 @@
-"""Serve the simulator's own control endpoints: counts, scripts and reset (loopback callers only)."""
+"""Serve the simulator's own control endpoints: counts, scripts, pager outages and log, reset (loopback only)."""
 
 import ipaddress
 import json
@@ -10,6 +10,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from notify.simulator.fields import Fields
+from notify.simulator.pager_outage import parse_outage
 from notify.simulator.scripts import ScriptError, SmsScript, parse_script
 from notify.simulator.state import STATE, Redaction, SmtpPacing
 
@@ -25,6 +26,8 @@ def control_app() -> web.Application:
     app.router.add_post("/reset", reset)
     app.router.add_post("/redaction", redaction)
     app.router.add_post("/smtp-pacing", smtp_pacing)
+    app.router.add_post("/pager-outage", pager_outage)
+    app.router.add_get("/pager-log", pager_log)
     return app
 
 
@@ -101,8 +104,21 @@ async def smtp_pacing(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def pager_outage(request: web.Request) -> web.Response:
+    """Start a pager outage now: ``{"phases": [{"mode": ..., "seconds": ...}, ...]}``, then recovery."""
+    phases = await _read(request, parse_outage)
+    request.config_dict[STATE].pager.start_outage(phases)
+    log.info("pager outage set phases=%s", ",".join(phase.describe() for phase in phases) or "none")
+    return web.Response(status=204)
+
+
+async def pager_log(request: web.Request) -> web.Response:
+    """Return every message the pager stand-in was sent, in arrival order, with the answer it got."""
+    return web.json_response({"messages": request.config_dict[STATE].pager.log})
+
+
 async def reset(request: web.Request) -> web.Response:
-    """Forget every message, count and script."""
+    """Forget every message, count and script; end any pager outage."""
     request.config_dict[STATE].reset()
     log.info("reset")
     return web.Response(status=204)

@@ -55,3 +55,13 @@ class Outcome(StrEnum):
     UNDELIVERED = "undelivered"
     FAILED = "failed"
     NO_RECEIPT = "no_receipt"
+
+
+class PagerFault(StrEnum):
+    """What the pager's endpoint does during one phase of an outage."""
+
+    # Held without an answer past any client's deadline, then dropped: the message is not
+    # taken, as a load balancer in front of a pager that is down would do.
+    TIMEOUT = "timeout"
+    THROTTLE = "throttle"  # 429 with Retry-After
+    ERROR = "error"  # a 5xx

@@ -1,4 +1,4 @@
-"""Run the simulator: the HTTP API and the SMTP sink on one event loop, until SIGINT or SIGTERM."""
+"""Run the simulator: the HTTP APIs and the SMTP sink on one event loop, until SIGINT or SIGTERM."""
 
 import asyncio
 import random
@@ -13,6 +13,7 @@ from notify.simulator.account import Account
 from notify.simulator.callbacks import CallbackDispatcher
 from notify.simulator.control_api import control_app
 from notify.simulator.counts import Tally
+from notify.simulator.pager import pager_app
 from notify.simulator.planning import Planner
 from notify.simulator.profile import Profile
 from notify.simulator.sms import twilio_app
@@ -35,10 +36,11 @@ class Listening:
 
 
 def build_app(state: SimulatorState) -> web.Application:
-    """Return the HTTP application: the Twilio API and the control endpoints over one state."""
+    """Return the HTTP application: the Twilio API, PagerDuty's Events v2 API and the control endpoints, one state."""
     app = web.Application()
     app[STATE] = state
     app.add_subapp("/2010-04-01/", twilio_app())
+    app.add_subapp("/v2/", pager_app())
     app.add_subapp("/simulator/", control_app())
     return app
 

@@ -11,6 +11,7 @@ from notify.simulator.account import Account
 from notify.simulator.callbacks import CallbackDispatcher, schedule
 from notify.simulator.counts import Tally
 from notify.simulator.messages import SmsMessage
+from notify.simulator.pager_state import PagerStandIn
 from notify.simulator.planning import Planner, SmsPlan
 
 
@@ -39,7 +40,7 @@ class SmtpPacing:
 
 
 class SimulatorState:
-    """The accepted messages, the counters, the scripts and the pending callbacks."""
+    """The accepted messages, the counters, the scripts, the pending callbacks and the pager stand-in."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class SimulatorState:
         self.messages: dict[str, SmsMessage] = {}
         self.redaction = Redaction()
         self.smtp_pacing = SmtpPacing()
+        self.pager = PagerStandIn(clock)
 
     def accept(self, message: SmsMessage, plan: SmsPlan) -> None:
         """Store and count an accepted message, and start its callbacks."""
@@ -76,13 +78,14 @@ class SimulatorState:
         return pacing.reply_delay
 
     def reset(self) -> None:
-        """Forget every message, count, script and account setting, and stop every pending callback."""
+        """Forget every message, count, script and setting; stop pending callbacks and any pager outage."""
         self.callbacks.cancel_all()
         self.messages.clear()
         self.tally.clear()
         self.planner.clear()
         self.redaction = Redaction()
         self.smtp_pacing = SmtpPacing()
+        self.pager.reset()
 
 
 STATE = web.AppKey("state", SimulatorState)

@@ -5,16 +5,19 @@ at-risk evaluation and page delivery run on lanes of their own, so the backlog c
 delay or discard them.
 """
 
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
 
 import pytest
 
 from config import lanes
-from notify.models import Event
+from notify.models import Event, Transition
+from notify.states import State
+from policies.models import ChannelPlan
 from runbook import page_audit
 from runbook.models import Page
 from tests.integration.processes import wait_for
-from tests.integration.test_worker_processes import TERMINAL, fast_policy, scripted, seconds
+from tests.integration.test_worker_processes import TERMINAL, fast_policy, scripted, seconds, settled
 from tests.runbook.pager_receiver import Receiver
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -32,11 +35,11 @@ def receiver():
     receiver.stop()
 
 
-def paging_env(receiver: Receiver) -> dict[str, str]:
+def paging_env(pager_url: str) -> dict[str, str]:
     return {
         "NOTIFY_RISK_INTERVAL": str(RISK_INTERVAL),
-        "PAGER_EVENTS_URL": receiver.url,
-        "PAGER_ROUTING_KEYS": "US=routing-key-us",
+        "PAGER_EVENTS_URL": pager_url,
+        "PAGER_ROUTING_KEYS": "US=routing-key-us,EU=routing-key-eu",
         "PAGER_TIMEOUT": "1",
     }
 
@@ -46,10 +49,10 @@ def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_wit
 ):
     # SMS budget long enough that the first events keep to their slow SMS path while they wait.
     fast_policy(alert_mode="page", page_margin=PAGE_MARGIN, sms_budget=seconds(30))
-    start_worker(beat=True, queues=lanes.LANE_QUEUES, **paging_env(receiver))
+    start_worker(beat=True, queues=lanes.LANE_QUEUES, **paging_env(receiver.url))
     # One step at a time, and each of the first events' submits answered after 1.5 s: about
     # 18 s of steps queue up ahead of the events created behind them, whose whole life is 12 s.
-    start_worker(concurrency=1, queues=lanes.STEP_QUEUE, **paging_env(receiver))
+    start_worker(concurrency=1, queues=lanes.STEP_QUEUE, **paging_env(receiver.url))
     slow = [
         scripted(simulator, ttl=60, create=["hang"], statuses=[("delivered", 0.2)], hang_seconds=1.5) for _ in range(12)
     ]
@@ -80,3 +83,71 @@ def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_wit
             opened = pages[received.dedup_key].opened_at
             assert received.at - opened < timedelta(seconds=RISK_INTERVAL + SCHEDULING_SLACK)
     assert page_audit.check(receiver.log, in_flight=timedelta(seconds=1)) == []
+
+
+def stand_in_log(simulator) -> list[page_audit.Received]:
+    return [
+        page_audit.Received(entry["action"], entry["dedup_key"], datetime.fromisoformat(entry["at"]), entry["status"])
+        for entry in simulator.control.pager_log()
+    ]
+
+
+def test_a_pagerduty_outage_neither_slows_the_steps_nor_loses_duplicates_or_misplaces_a_page(
+    simulator, start_worker, broker
+):
+    fast_policy()
+    fast_policy(region="EU", channel_plan=ChannelPlan.SMS_ONLY, alert_mode="page", page_margin=PAGE_MARGIN)
+    env = paging_env(f"{simulator.base_url}/v2/enqueue")
+    start_worker(beat=True, queues=lanes.LANE_QUEUES, **env)
+    start_worker(concurrency=2, queues=lanes.STEP_QUEUE, **env)
+    settled(scripted(simulator, statuses=[("delivered", 0.2)]), timeout=30)  # both are up
+    never_confirmed = [("sent", 0.2)]
+    # SMS-only events in a paging region: each goes at risk 5.3 s before its expiry, while
+    # polls remain. The outage runs from 5.5 s to 17.5 s: two events go at risk in its
+    # timeouts and end in it (delivered, expired), one goes at risk in its 5xx and outlives
+    # it, one goes at risk after it.
+    ended_in_outage = [
+        scripted(simulator, region="EU", ttl=12, statuses=never_confirmed),
+        scripted(simulator, region="EU", ttl=12, statuses=[("sent", 0.2), ("delivered", 8.5)]),
+    ]
+    outlive_it = [scripted(simulator, region="EU", ttl=22, statuses=never_confirmed)]
+    after_it = [scripted(simulator, region="EU", ttl=28, statuses=never_confirmed)]
+    time.sleep(5.5)
+    simulator.control.pager_outage(
+        [
+            {"mode": "timeout", "seconds": 4, "hang_seconds": 3},
+            {"mode": "throttle", "seconds": 4, "retry_after": 1},
+            {"mode": "error", "seconds": 4, "status": 503},
+        ]
+    )
+    # Meanwhile resets keep coming in; their steps must not wait for the pager.
+    during = []
+    for _ in range(24):
+        during.append(scripted(simulator, statuses=[("delivered", 0.2)]))
+        time.sleep(0.5)
+    settled(*ended_in_outage, *outlive_it, *after_it, *during, timeout=60)
+    wait_for(
+        lambda: (
+            not Page.objects.filter(next_attempt_at__isnull=False).exists()
+            and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
+        ),
+        timeout=30,
+        message="every page message to be delivered",
+    )
+
+    for event in during:
+        first_step = Transition.objects.filter(event_id=event.id, from_state=State.SMS_REQUESTED).earliest("at")
+        assert first_step.at - event.created_at < timedelta(seconds=2), "a step waited for the pager"
+    log = stand_in_log(simulator)
+    assert {entry.status for entry in log} >= {0, 429, 503, 202}  # the outage was met
+    accepted_triggers = {entry.dedup_key for entry in log if entry.action == "trigger" and entry.status == 202}
+    missing = {event.id for event in [*outlive_it, *after_it]} - accepted_triggers
+    assert not missing, (
+        [(e.action, e.dedup_key[-6:], e.at.time(), e.status) for e in log if e.dedup_key in missing],
+        list(Page.objects.filter(event__in=missing).values()),
+        list(Event.objects.filter(pk__in=missing).values("created_at", "expires_at", "state", "state_entered_at")),
+        [e.id for e in outlive_it],
+    )
+    assert Page.objects.filter(event__in=[event.id for event in ended_in_outage]).count() == len(ended_in_outage)
+    # Once per still-open event, none after an event ended, every resolve landed.
+    assert page_audit.check(log, in_flight=timedelta(seconds=1)) == []

@@ -47,7 +47,7 @@ def test_a_trigger_is_rechecked_and_not_sent_for_an_event_that_ended_since_its_p
     [event] = at_risk_pages(clock, 1)
     # Delivered before any delivery run, and before the evaluator has seen it end.
     observe(event.id, Normalized.DELIVERED, clock.now(), source=Source.CALLBACK)
-    assert pager.deliver_due(clock).sent == 1
+    assert pager.deliver_due(clock) == pager.Delivered(sent=0, failed=0, skipped=1)
     assert pager_receiver.messages == []
     page = Page.objects.get()
     assert (page.trigger_sent_at, page.next_attempt_at) == (None, None)
@@ -66,6 +66,17 @@ def test_the_event_page_says_why_no_trigger_went_out(console, viewer, paging_pol
     body = console(viewer).get(reverse("runbook:event", args=[event.id])).content.decode()
     assert "no trigger sent: the event is sms_delivered, nothing left to do</dd>" in body
     assert "not delivered yet" not in body
+
+
+def test_a_page_that_never_sent_anything_leaves_the_outbox_when_its_event_ends(paging_policy, clock, pager_receiver):
+    [event] = at_risk_pages(clock, 1)
+    pager_receiver.status = 503
+    pager.deliver_due(clock)
+    assert Page.objects.get().next_attempt_at is not None  # backing off
+    observe(event.id, Normalized.DELIVERED, clock.now(), source=Source.CALLBACK)
+    risk.evaluate(clock.now())
+    page = Page.objects.get()
+    assert (page.resolved_at, page.next_attempt_at) == (clock.now(), None)  # owes nothing, spends no claim
 
 
 def test_a_trigger_for_an_event_past_its_expiry_is_not_sent(paging_policy, clock, pager_receiver):
@@ -145,6 +156,31 @@ def test_all_deliverers_together_stay_under_the_pagers_rate_limit(paging_policy,
     assert PagerQuota.objects.get().key_digest != "routing-key-us"  # the key itself is not stored
 
 
+def test_pages_with_nothing_left_to_send_spend_no_quota(paging_policy, clock, pager_receiver, settings):
+    settings.PAGER_EVENTS_PER_MINUTE = 60
+    events = at_risk_pages(clock, 30)
+    ended, open_ones = events[:10], events[10:]
+    for event in ended:  # each ends before any delivery run: its page sends nothing
+        observe(event.id, Normalized.DELIVERED, clock.now(), source=Source.CALLBACK)
+    outcome = pager.deliver_due(clock)
+    assert (outcome.sent, outcome.skipped) == (20, 10)  # the whole burst went to the open events
+    assert {key for _, key in pager_receiver.actions()} == {event.id for event in open_ones}
+
+
+def test_the_pages_beyond_the_quota_wait_for_the_next_run_and_lose_nothing(
+    paging_policy, clock, pager_receiver, settings
+):
+    settings.PAGER_EVENTS_PER_MINUTE = 60
+    events = at_risk_pages(clock, 23)
+    assert pager.deliver_due(clock).sent == 20
+    put_back = Page.objects.filter(trigger_sent_at__isnull=True)
+    assert put_back.count() == 3
+    assert all(page.next_attempt_at <= clock.now() for page in put_back)  # due, not held
+    clock.advance(3)
+    assert pager.deliver_due(clock).sent == 3
+    assert sorted(key for _, key in pager_receiver.actions()) == sorted(event.id for event in events)
+
+
 def test_calls_run_side_by_side_but_never_more_than_the_configured_concurrency(
     paging_policy, clock, pager_receiver, settings
 ):
@@ -164,7 +200,7 @@ def test_a_pager_that_dribbles_its_answer_is_cut_off_at_the_deadline(paging_poli
     assert time.monotonic() - started < 3  # cut at the deadline, not when the dribble ends
     page = Page.objects.get()
     assert page.trigger_uncertain  # the pager may have taken it
-    assert page.last_error.endswith("waiting for the pager")
+    assert page.last_error == "no answer within 0.5s waiting for the pager"
 
 
 @pytest.mark.parametrize(
