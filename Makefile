@@ -67,7 +67,7 @@ bench: $(STAMP)
 # and RabbitMQ.
 chaos: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m bench.chaos $(CHAOS_ARGS)
-	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 500 --broker rabbitmq $(CHAOS_ARGS)
+	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 1000 --broker rabbitmq $(CHAOS_ARGS)
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.

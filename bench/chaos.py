@@ -346,8 +346,10 @@ def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
     while at < feeding + 10:
         plan.append((at, "kill_worker"))
         at += rng.uniform(3, 6)
-    # While events are still being created, and late enough that some are in flight.
-    backlog = max(5.0, feeding * rng.uniform(0.2, 0.4))
+    # While events are still being created, late enough that some are in flight, and late
+    # enough that most of the run's events meet the provider faults first: every event
+    # created while the steps are paused spends its budget waiting and falls back or expires.
+    backlog = max(5.0, feeding * rng.uniform(0.55, 0.7))
     plan.append((backlog, "step_backlog"))
     plan.append((backlog + BACKLOG_SECONDS, "steps_resumed"))
     outage = backlog + BACKLOG_SECONDS - chaos_paging.OUTAGE_BEFORE_BACKLOG_ENDS
