@@ -24,7 +24,7 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,simulator]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -26,7 +26,7 @@ from django.core.management import call_command
 from bench import processes
 from notify.clock import current_clock
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
-from notify.simulator.fictional import fictional_phone
+from simulator.fictional import fictional_phone
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = "redis://127.0.0.1:6379/14"

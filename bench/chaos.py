@@ -161,7 +161,7 @@ def main(argv: list[str]) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from notify.simulator.process import start_simulator
+    from simulator.process import start_simulator
 
     simulator = start_simulator(LOGS / "simulator.log", "--seed", str(run.seed))
     simulator.control.wait_until_up(30)

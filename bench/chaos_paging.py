@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from notify.simulator.pager_state import PagerLogEntry
+from simulator.pager_state import PagerLogEntry
 
 if TYPE_CHECKING:
     from runbook.page_audit import Received

@@ -142,7 +142,7 @@ class _Stack:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> "_Stack":
-        from notify.simulator.process import start_simulator
+        from simulator.process import start_simulator
 
         self.simulator = start_simulator(LOGS / "simulator.log", "--seed", "1")
         self.simulator.control.wait_until_up(30)

@@ -5,6 +5,7 @@ file under ``var/`` and generated development secrets. Any other database
 means production-like operation, where every secret must be given explicitly.
 """
 
+import importlib.util
 from datetime import timedelta
 from pathlib import Path
 
@@ -130,6 +131,11 @@ INSTALLED_APPS = [
     "notify",
     "runbook",
 ]
+# The provider simulator (simulator/) is a demo and test tool the product never imports. Its
+# commands are there where its optional dependencies are installed (`pip install .[simulator]`;
+# make demo and make test do): a production host installs neither, and loads nothing of it.
+if importlib.util.find_spec("aiohttp") is not None:
+    INSTALLED_APPS.append("simulator")
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",

@@ -1,19 +1,32 @@
 """What a channel plan needs from a policy version: senders, destinations, templates."""
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import phonenumbers
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.template import Template, TemplateSyntaxError
 
-if TYPE_CHECKING:
-    from policies.models import PolicyVersion
-
 TEMPLATE_FIELDS = ("sms_template", "email_subject_template", "email_body_template")
 
 
-def channel_errors(policy: "PolicyVersion") -> dict[str, str]:
+class ChannelSettings(Protocol):
+    """What these checks read of a policy version (the model satisfies it; this module never imports it)."""
+
+    sms_template: str
+    email_subject_template: str
+    email_body_template: str
+    allowed_sms_country_codes: Any  # a JSON field: checked here to be a list of calling codes
+    sms_sender: str
+    email_from: str
+
+    @property
+    def uses_sms(self) -> bool: ...
+    @property
+    def uses_email(self) -> bool: ...
+
+
+def channel_errors(policy: ChannelSettings) -> dict[str, str]:
     errors: dict[str, str] = {}
     for name in TEMPLATE_FIELDS:
         try:
@@ -42,7 +55,3 @@ def channel_errors(policy: "PolicyVersion") -> dict[str, str]:
         if "reset_url" not in policy.email_body_template and "email_body_template" not in errors:
             errors["email_body_template"] = "the email template must include {{ reset_url }}"
     return errors
-
-
-def _is_calling_code(code: object) -> bool:
-    return isinstance(code, int) and phonenumbers.region_code_for_country_code(code) != "ZZ"

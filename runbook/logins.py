@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.debug import sensitive_variables
 
-from config.ratelimit import FailureCount, client_address
+from notify.ratelimit import FailureCount, client_address
 
 log = logging.getLogger("runbook.logins")
 

@@ -6,8 +6,7 @@ from django.db import connection
 from notify.clock import FakeClock
 from policies.cache import policy_version
 from tests.factories import PolicyVersionFactory
-
-pytest_plugins = ["tests.simulator_process"]
+from tests.providers import simulated_transports
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -27,6 +26,11 @@ def clock() -> FakeClock:
 @pytest.fixture
 def policy(db):
     return PolicyVersionFactory.create()
+
+
+@pytest.fixture
+def transports(simulator, settings):
+    return simulated_transports(simulator, settings)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,11 +5,11 @@ from datetime import timedelta
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from config.ratelimit import client_address
 from notify.api.throttle import AUTH_FAILURES, TooManyAuthFailures
 from notify.clock import current_clock
 from notify.models import ServiceToken
 from notify.models.service_token import digest
+from notify.ratelimit import client_address
 
 # "Last used" is for humans auditing tokens: minute precision spares a write per request.
 LAST_USED_PRECISION = timedelta(minutes=1)

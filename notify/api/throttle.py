@@ -6,8 +6,8 @@ from django.http import HttpRequest
 from ninja.errors import Throttled
 from ninja.throttling import SimpleRateThrottle
 
-from config.ratelimit import FailureCount
 from notify.models import ServiceToken
+from notify.ratelimit import FailureCount
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
 

@@ -1,5 +1,6 @@
 """The invariant checker finds each kind of violation, and nothing in a clean history."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -126,3 +127,25 @@ def test_the_command_prints_the_violations_and_fails(policy, hours, capsys):
         call_command(*args)
     assert exit_code.value.code == 1
     assert '"kind": "state_without_transition"' in capsys.readouterr().out
+
+
+def test_the_command_reads_the_providers_counts_from_a_file(policy, capsys, tmp_path):
+    from django.core.management import call_command
+
+    from notify.clock import system_clock
+
+    event = new_event(system_clock.now())
+    counts = tmp_path / "counts.json"
+    counts.write_text(json.dumps({"sms": {event.id: 2}, "email": {}}))
+    with pytest.raises(SystemExit):
+        call_command("check_invariants", f"--provider-counts={counts}")
+    assert '"kind": "duplicate_sms"' in capsys.readouterr().out
+
+
+def test_the_command_refuses_a_counts_file_it_cannot_read(policy, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    counts = tmp_path / "counts.json"
+    counts.write_text('{"sms": {}}')
+    with pytest.raises(CommandError, match=r"--provider-counts .*counts\.json: 'email'"):
+        call_command("check_invariants", f"--provider-counts={counts}")

@@ -13,7 +13,7 @@ from notify.transports.twilio_client import make_client
 from notify.transports.twilio_sms import TwilioSms
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import email_count, next_phone, scripted_event, sms_count, step
-from tests.simulator_process import SIMULATOR_PROCESSING_HORIZON
+from tests.providers import SIMULATOR_PROCESSING_HORIZON
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

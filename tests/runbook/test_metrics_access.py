@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from notify.simulator.process import REPO_ROOT
 from runbook import metrics_endpoint
+from simulator.process import REPO_ROOT
 
 TOKEN = "test-only-metrics-token-0123456789abcdef"
 

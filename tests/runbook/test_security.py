@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet
 from django.contrib.staticfiles import finders
 from django.urls import reverse
 
-from notify.simulator.process import REPO_ROOT
+from simulator.process import REPO_ROOT
 from tests.factories import new_event
 
 
