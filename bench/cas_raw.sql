@@ -5,8 +5,8 @@
 -- project worker does, so neither side measures contention on one row.
 \set n :client_id * :per_client + random(1, :per_client)
 BEGIN;
-INSERT INTO notify_observation (event_id, channel, source, raw_status, normalized, provider_time, recorded_at, caused_transition, actor, note, raw_payload, dedup_key)
-  VALUES ('evt_pgbench_' || :n, 'sms', 'callback', 'sent', 'pending', NULL, now(), true, 'pgbench', '', '', '');
+INSERT INTO notify_observation (event_id, channel, source, raw_status, normalized, provider_time, recorded_at, effect, actor, note, raw_payload, dedup_key)
+  VALUES ('evt_pgbench_' || :n, 'sms', 'callback', 'sent', 'pending', NULL, now(), 'applied', 'pgbench', '', '', '');
 UPDATE notify_event
   SET version = version + 1, state_entered_at = now(), last_observation_at = now(), next_action_at = now() + interval '10 seconds'
   WHERE id = 'evt_pgbench_' || :n AND version = (SELECT version FROM notify_event WHERE id = 'evt_pgbench_' || :n);

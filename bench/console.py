@@ -193,9 +193,9 @@ def _seed(policy: PolicyVersion, other: PolicyVersion) -> None:
         cursor.execute(
             """
             INSERT INTO notify_observation (event_id, channel, source, raw_status, normalized, provider_time,
-                                            recorded_at, caused_transition, actor, note, raw_payload, dedup_key)
+                                            recorded_at, effect, actor, note, raw_payload, dedup_key)
             SELECT id, 'sms', 'poll', 'sent', 'pending', NULL, created_at + make_interval(secs => k * 5),
-                   false, 'worker:bench', '', '', ''
+                   'recorded', 'worker:bench', '', '', ''
             FROM notify_event, generate_series(1, %(per_event)s) AS k
             WHERE act_by IS NOT NULL
             """,

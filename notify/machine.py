@@ -189,6 +189,12 @@ def is_terminal(state: State, fallback_available: bool) -> bool:
     return not allowed_targets(state, fallback_available)
 
 
+def evidence_is_late(state: State, fallback_available: bool, channel: Channel) -> bool:
+    """Whether evidence about ``channel`` arrives after the event moved past it: the event is
+    terminal, or the SMS is heard of once the fallback has taken over."""
+    return is_terminal(state, fallback_available) or (channel == Channel.SMS and state not in _SMS_STATES)
+
+
 def is_final_claim(state: ClaimState) -> bool:
     return not CLAIM_TRANSITIONS[state]
 

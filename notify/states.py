@@ -57,6 +57,16 @@ class Source(models.TextChoices):
     OPERATOR = "operator"
 
 
+class Effect(models.TextChoices):
+    """What a piece of evidence (an observation, a receipt) did to its event: one vocabulary for
+    the logs, the metrics' labels and the console (README, "Outcome names")."""
+
+    APPLIED = "applied", "applied: moved the event"
+    RECORDED = "recorded", "recorded: kept as evidence, the event stays where it is"
+    LATE = "late", "late: arrived after the event had moved past it"
+    CONFLICT = "conflict", "conflict: its writer had lost the event; kept as evidence only"
+
+
 class Cause(models.TextChoices):
     CREATED = "created"
     OBSERVATION = "observation"

@@ -28,6 +28,7 @@ FALLBACKS_WITHOUT_USEFUL_LIFE = "fallbacks_without_useful_life_total"
 POSSIBLE_DUPLICATE_EMAILS = "possible_duplicate_emails_total"
 CONFIGURATION_ERRORS = "configuration_errors_total"
 PAGE_DELIVERY_FAILURES = "page_delivery_failures_total"
+OBSERVATIONS = "observations_total"
 SMS_TERMINAL_SECONDS = "sms_terminal_seconds"
 CLAIM_REMAINING_SECONDS = "fallback_claim_remaining_lifetime_seconds"
 SWEEPER_LAST_RUN = "sweeper_last_run_timestamp_seconds"
@@ -173,6 +174,18 @@ def _roll_transitions(mark: TallyWatermark, cutoff: datetime, additions: Additio
     return len(rows)
 
 
+def _roll_effects(after_id: int, up_to_id: int, additions: Additions) -> None:
+    """Every piece of evidence in the range the watermark just passed, by region and what it did."""
+    for region, effect, count in _rows(
+        """
+        SELECT e.region, o.effect, count(*) FROM notify_observation o JOIN notify_event e ON e.id = o.event_id
+        WHERE o.id > %s AND o.id <= %s GROUP BY e.region, o.effect
+        """,
+        [after_id, up_to_id],
+    ):
+        additions[(OBSERVATIONS, str(region), str(effect))] += int(count)
+
+
 def _roll_observations(mark: TallyWatermark, cutoff: datetime, additions: Additions) -> int:
     upper = _settled_end("notify_observation", "recorded_at", mark.last_id, cutoff)
     terminal = ", ".join(["%s"] * len(_SMS_TERMINAL))
@@ -197,7 +210,8 @@ def _roll_observations(mark: TallyWatermark, cutoff: datetime, additions: Additi
         _observe(additions, SMS_TERMINAL_SECONDS, str(region), latency)
         if normalized == "delivered" and after_fallback:
             additions[(LATE_SMS_AFTER_FALLBACK, str(region), "")] += 1
-    mark.last_id = int(str(rows[-1][0])) if len(rows) == BATCH else upper
+    counted_after, mark.last_id = mark.last_id, int(str(rows[-1][0])) if len(rows) == BATCH else upper
+    _roll_effects(counted_after, mark.last_id, additions)
     return len(rows)
 
 

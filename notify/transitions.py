@@ -11,23 +11,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 
 from notify import machine, rows, tallies
 from notify.models import claim_key
-from notify.states import Cause, Channel, ClaimState, Normalized, Source, State
+from notify.states import Cause, Channel, ClaimState, Effect, Normalized, Source, State
 
 log = logging.getLogger("notify.transitions")
 
 # Each lost race means another writer moved the event along the table, whose longest
 # path is four transitions; more losses than this mean something bypasses the table.
 MAX_RACES = 8
-
-
-class Result(StrEnum):
-    APPLIED = "applied"
-    NOT_ALLOWED = "not_allowed"
-    LOST_LEASE = "lost_lease"
 
 
 @dataclass(frozen=True)
@@ -38,14 +31,14 @@ class Lease:
 
 @dataclass(frozen=True)
 class Outcome:
-    result: Result
+    result: Effect
     # The event as this call left it: pass it as ``known`` to the caller's next write
     # to skip that write's read. It may be stale by then; the version guard catches it.
     after: rows.Loaded
 
     @property
     def applied(self) -> bool:
-        return self.result == Result.APPLIED
+        return self.result == Effect.APPLIED
 
 
 @dataclass(frozen=True)
@@ -241,7 +234,7 @@ def record_receipt(
                 dedup_key="",
             )
             accepted = record_observation(event_id, implied, now=now, actor=actor, lease=lease, known=loaded)
-            if accepted.result == Result.LOST_LEASE:
+            if accepted.result == Effect.CONFLICT:
                 return accepted
             known = accepted.after
     return record_observation(event_id, observation, now=now, actor=actor, lease=lease, known=known)
@@ -322,16 +315,16 @@ def _apply(
             loaded = rows.load(event_id)
             if lease is not None and loaded.lease_token != lease.token:
                 if observation is not None:
-                    evidence = _observation_row(event_id, observation, now, actor, caused=False)
+                    evidence = _observation_row(event_id, observation, now, actor, Effect.CONFLICT)
                     rows.insert("notify_observation", evidence)
-                return Outcome(Result.LOST_LEASE, loaded)
+                return Outcome(Effect.CONFLICT, loaded)
         change = plan(loaded)
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
         if rows.commit(write):
             if observation is not None and _late_sms(loaded, observation):
                 tallies.add_for_event(tallies.LATE_SMS_ACCEPTANCES, event_id)
             if change is None:
-                return Outcome(Result.NOT_ALLOWED, after)
+                return Outcome(effect_of(loaded, change, observation), after)
             log.info(
                 "transition",
                 extra={
@@ -343,9 +336,21 @@ def _apply(
                     "actor": actor,
                 },
             )
-            return Outcome(Result.APPLIED, after)
+            return Outcome(Effect.APPLIED, after)
         loaded = None
     raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
+
+
+def effect_of(loaded: rows.Loaded, change: Change | None, observation: ObservationInput | None) -> Effect:
+    """What a write does to the event: moves it, or keeps its evidence (late if the event had moved past it)."""
+    if change is not None:
+        return Effect.APPLIED
+    event = loaded.event
+    if observation is not None and machine.evidence_is_late(
+        State(event.state), event.fallback_available, observation.channel
+    ):
+        return Effect.LATE
+    return Effect.RECORDED
 
 
 _PROVIDER_HAS_IT = frozenset(
@@ -406,7 +411,7 @@ def _write(
         lease_token=lease.token if lease is not None else None,
         event_fields=fields,
         observation=(
-            _observation_row(event_id, observation, now, actor, caused=change is not None)
+            _observation_row(event_id, observation, now, actor, effect_of(loaded, change, observation))
             if observation is not None
             else None
         ),
@@ -435,7 +440,7 @@ def _claim_row(event_id: str, channel: Channel, now: datetime) -> dict[str, obje
 
 
 def _observation_row(
-    event_id: str, observation: ObservationInput, now: datetime, actor: str, *, caused: bool
+    event_id: str, observation: ObservationInput, now: datetime, actor: str, effect: Effect
 ) -> dict[str, object]:
     return {
         "event_id": event_id,
@@ -445,7 +450,7 @@ def _observation_row(
         "normalized": observation.normalized.value,
         "provider_time": observation.provider_time,
         "recorded_at": now,
-        "caused_transition": caused,
+        "effect": effect.value,
         "actor": actor,
         "note": observation.note,
         "raw_payload": observation.raw_payload,

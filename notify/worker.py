@@ -20,8 +20,8 @@ from django.urls import reverse
 from notify import machine, messages, rows, tallies, transitions, vault
 from notify.clock import Clock
 from notify.models import Claim, Event, VaultEntry
-from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
-from notify.transitions import Lease, ObservationInput, Outcome, Result
+from notify.states import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
+from notify.transitions import Lease, ObservationInput, Outcome
 from notify.transports import Transports, call_bound, lease_hold
 from notify.transports.base import (
     ConfigurationError,
@@ -246,7 +246,7 @@ class _Step:
         return {"actor": self.lease.owner, "lease": self.lease, "known": self.known}
 
     def _landed(self, outcome: Outcome) -> None:
-        if outcome.result == Result.LOST_LEASE:
+        if outcome.result == Effect.CONFLICT:
             raise Ended
         self.known = outcome.after
 

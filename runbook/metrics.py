@@ -47,6 +47,11 @@ COUNTERS = [
         "channel",
     ),
     (tallies.CONFIGURATION_ERRORS, "Provider calls refused for our credentials or account.", "channel"),
+    (
+        tallies.OBSERVATIONS,
+        "Provider evidence recorded (receipts, submit and lookup outcomes), by what it did to its event.",
+        "effect",
+    ),
     (tallies.PAGE_DELIVERY_FAILURES, "Page messages the pager did not accept (each is retried).", "action"),
 ]
 HISTOGRAMS = [

@@ -1,6 +1,6 @@
 from django.db import models
 
-from notify.states import Channel, Normalized, Source
+from notify.states import Channel, Effect, Normalized, Source
 
 
 class Observation(models.Model):
@@ -14,7 +14,8 @@ class Observation(models.Model):
     normalized = models.CharField(max_length=20, choices=Normalized.choices)
     provider_time = models.DateTimeField(null=True, blank=True)
     recorded_at = models.DateTimeField()
-    caused_transition = models.BooleanField(default=False)
+    # What it did to the event (``Effect``): the console, the logs and the metrics say the same.
+    effect = models.CharField(max_length=10, choices=Effect.choices, default=Effect.RECORDED)
     actor = models.CharField(max_length=128, blank=True)
     note = models.TextField(blank=True)
     # The provider's payload with everything but an allowlist of status fields removed

@@ -8,7 +8,7 @@ from django.conf import settings
 from twilio.request_validator import RequestValidator
 
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, ClaimState, Normalized, State
+from notify.states import Channel, ClaimState, Effect, Normalized, State
 from notify.worker import sms_callback_url
 from tests.factories import CANARY_PHONE, new_event
 from tests.notify.helpers import SID, claim, drive_to, post_status, submit
@@ -92,7 +92,7 @@ def test_a_late_delivery_after_the_fallback_claim_changes_no_state(client, polic
 
     assert Event.objects.get(pk=event.id).state == State.EMAIL_CLAIMED
     late = Observation.objects.get(event=event, raw_status="delivered")
-    assert not late.caused_transition
+    assert late.effect == Effect.LATE
     assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.DELIVERED
 
 
@@ -133,7 +133,17 @@ def test_a_delivery_receipt_that_beats_the_submit_answer_proves_the_acceptance_t
     event = Event.objects.get(pk=submitted.id)
     assert event.state == State.SMS_DELIVERED
     assert Claim.objects.get(event=event, channel=Channel.SMS).state == ClaimState.DELIVERED
-    recorded = list(
-        Observation.objects.filter(event=event).order_by("id").values_list("normalized", "caused_transition")
-    )
-    assert recorded == [(Normalized.ACCEPTED, True), (Normalized.DELIVERED, True)]
+    recorded = list(Observation.objects.filter(event=event).order_by("id").values_list("normalized", "effect"))
+    assert recorded == [(Normalized.ACCEPTED, Effect.APPLIED), (Normalized.DELIVERED, Effect.APPLIED)]
+
+
+def test_each_callback_is_logged_with_what_it_did_in_the_shared_vocabulary(client, policy, clock, caplog):
+    event = drive_to(new_event(clock.now()), State.SMS_PENDING, clock.now())
+    post_status(client, event.id, "sent")  # the normal case while pending: evidence kept, no error
+    post_status(client, event.id, "sent")  # the same report again
+    assert claim(event.id, event.created_at + policy.sms_budget).applied
+    post_status(client, event.id, "delivered")  # after the fallback took over
+    outcomes = [record.outcome for record in caplog.records if record.getMessage() == "callback"]
+    assert outcomes == [Effect.RECORDED, "duplicate", Effect.LATE]
+    effects = Observation.objects.filter(event=event, raw_status__in=["sent", "delivered"]).order_by("id")
+    assert list(effects.values_list("effect", flat=True)) == [Effect.RECORDED, Effect.LATE]

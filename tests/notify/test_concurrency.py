@@ -10,8 +10,7 @@ import pytest
 
 from notify import machine, transitions
 from notify.models import Claim, Event, Transition
-from notify.states import Cause, Channel, Normalized, Source, State
-from notify.transitions import Result
+from notify.states import Cause, Channel, Effect, Normalized, Source, State
 from tests.concurrency import race
 from tests.factories import new_event
 from tests.notify.helpers import claim, drive_to, observe
@@ -77,7 +76,7 @@ def test_a_worker_cannot_commit_after_its_expired_lease_was_taken_over(policy, c
     new_lease, stale_write = race(worker, count=2)
 
     assert new_lease is not None
-    assert stale_write.result == Result.LOST_LEASE
+    assert stale_write.result == Effect.CONFLICT
     assert Event.objects.get(pk=event.id).state == State.SMS_REQUESTED
 
 

@@ -2,8 +2,7 @@
 
 from notify import rows, transitions
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, ClaimState, Normalized, State
-from notify.transitions import Result
+from notify.states import Channel, ClaimState, Effect, Normalized, State
 from tests.factories import new_event
 from tests.notify.helpers import claim, observe, seconds
 
@@ -43,12 +42,12 @@ def test_a_holder_whose_lease_was_taken_over_cannot_commit(db, policy, clock):
     outcome = observe(event.id, Channel.SMS, Normalized.TERMINAL_FAILURE, clock.now() + seconds(32), lease=stale)
     claimed = claim(event.id, clock.now() + seconds(90), lease=stale)
 
-    assert (outcome.result, claimed.result) == (Result.LOST_LEASE, Result.LOST_LEASE)
+    assert (outcome.result, claimed.result) == (Effect.CONFLICT, Effect.CONFLICT)
     after = Event.objects.get(pk=event.id)
     assert (after.state, after.version) == (State.SMS_REQUESTED, 1)
     assert not Claim.objects.filter(event=event, channel=Channel.EMAIL).exists()
     # What the stale worker saw is still evidence.
-    assert Observation.objects.get(event=event).caused_transition is False
+    assert Observation.objects.get(event=event).effect == Effect.CONFLICT
 
 
 def test_a_stale_holder_cannot_record_a_submit_intent(db, policy, clock):

@@ -15,8 +15,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from notify import machine, transitions
 from notify.models import Claim, Event, Transition
-from notify.states import Cause, Channel, Normalized, Source, State
-from notify.transitions import ObservationInput, Result
+from notify.states import Cause, Channel, Effect, Normalized, Source, State
+from notify.transitions import ObservationInput
 from tests.conftest import T0
 from tests.factories import new_event
 from tests.notify.helpers import claim, observe
@@ -97,7 +97,7 @@ class EventLifecycle(RuleBasedStateMachine):
     def as_holder(self, worker, write):
         before = self.current()
         outcome = write(self.leases[worker])
-        if outcome.result == Result.LOST_LEASE:
+        if outcome.result == Effect.CONFLICT:
             # Fencing: only a holder whose token was bumped by a take-over is refused, and it wrote nothing.
             after = self.current()
             assert before.lease_token != self.leases[worker].token

@@ -7,7 +7,7 @@ from django.test import Client
 
 from notify.clock import FakeClock
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Channel, Source, State
+from notify.states import Channel, Effect, Source, State
 from tests.concurrency import race
 from tests.notify.helpers import post_status
 from tests.notify.workers import scripted_event, sms_count, step
@@ -38,5 +38,5 @@ def test_a_delivery_seen_by_poll_and_by_callbacks_at_once_moves_the_event_once(p
     # callbacks landed, is kept beside it; if after, it found nothing left to do.
     assert Observation.objects.filter(event=event, source=Source.CALLBACK).count() == 1
     assert Observation.objects.filter(event=event, source=Source.POLL).count() <= 1
-    assert Observation.objects.filter(event=event, caused_transition=True, raw_status="delivered").count() == 1
+    assert Observation.objects.filter(event=event, effect=Effect.APPLIED, raw_status="delivered").count() == 1
     assert sms_count(simulator, event.id) == 1

@@ -18,6 +18,9 @@ from tests.runbook.events import event_in
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NO_RECEIPT = (("sent", 0),)
+EFFECTS = ("applied", "recorded", "late", "conflict")
+# Evidence by what it did to its event, for the four events of the first test.
+EFFECTS_SEEN = {"applied": 7.0, "recorded": 57.0, "late": 1.0, "conflict": None}
 METRICS_TOKEN = "test-only-metrics-token-for-the-scrapes"
 
 
@@ -81,6 +84,10 @@ def test_worker_outcomes_show_up_as_counters_and_histograms(client, policy, cloc
     assert remaining[0] == 540  # 600 s reset, claimed at the 60 s SMS budget
     assert metrics[("reset_delivery_fallback_claim_remaining_lifetime_seconds_bucket", (("le", "300.0"), *us))] == 0
     assert metrics[("reset_delivery_fallback_claim_remaining_lifetime_seconds_bucket", (("le", "600.0"), *us))] == 2
+    # Every piece of evidence by what it did: the silent SMS's delivery came after its fallback.
+    observations = "reset_delivery_observations_total"
+    effects = {effect: metrics.get((observations, (("effect", effect), *us))) for effect in EFFECTS}
+    assert effects == EFFECTS_SEEN
 
 
 def test_rolling_up_twice_counts_nothing_twice(client, policy, clock, simulator, transports):
