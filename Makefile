@@ -5,8 +5,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
+# The servers the tests use. `make test` starts throwaway ones of its own and sets these
+# (deploy/test-services.sh); set one yourself to use a server you run. The test-* and chaos
+# targets alone use the machine's default ports.
+TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432
+TEST_REDIS ?= redis://127.0.0.1:6379
+TEST_AMQP ?= amqp://guest:guest@127.0.0.1:5672//
+TEST_RABBITMQ_NODE ?=
 # PostgreSQL is where concurrency is proven; pytest-django creates test_<name> itself.
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/reset_delivery
+TEST_DATABASE_URL ?= $(TEST_POSTGRES)/reset_delivery
+# Where the chaos runs find (and break) their database server and brokers.
+CHAOS_SERVICES = CHAOS_POSTGRES=$(TEST_POSTGRES) CHAOS_REDIS=$(TEST_REDIS) CHAOS_AMQP=$(TEST_AMQP) \
+	CHAOS_RABBITMQ_NODE=$(TEST_RABBITMQ_NODE)
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/reset_delivery_bench
 # Test-only secrets: never used outside the test and bench runs.
 TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
@@ -19,7 +29,7 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	EMAIL_HOST=127.0.0.1 \
 	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
-.PHONY: install system-packages lint typecheck test test-postgres test-sqlite bench chaos chaos-short demo clean
+.PHONY: install system-packages lint typecheck test test-suites test-postgres test-sqlite bench chaos chaos-short demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +39,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Debian packages the tests use (Chromium for the browser tests).
+# Debian packages the tests use: Chromium, promtool, amtool, and the PostgreSQL, Redis and
+# RabbitMQ servers the tests start throwaway instances of.
 system-packages:
 	deploy/system-packages.sh
 
@@ -41,7 +52,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy .
 
 test-postgres: $(STAMP)
-	$(TEST_ENV) DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=redis://127.0.0.1:6379/15 $(BIN)/pytest
+	$(TEST_ENV) DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS)/15 $(BIN)/pytest
 
 # The embedded default must stay honest: the core runs on SQLite too (without the
 # PostgreSQL-only concurrency proofs), in a scratch var/ so it never touches the demo's.
@@ -52,10 +63,16 @@ test-sqlite: $(STAMP)
 # The short chaos runs: a few hundred events under faults on Redis, fewer on RabbitMQ, a few
 # minutes in all (CI runs them too).
 chaos-short: $(STAMP)
-	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 300 --rate 10 --workers 3
-	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 150 --rate 10 --workers 3 --broker rabbitmq
+	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos --events 300 --rate 10 --workers 3
+	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos --events 150 --rate 10 --workers 3 --broker rabbitmq
 
-test: system-packages lint typecheck test-postgres test-sqlite chaos-short
+# Everything, on throwaway PostgreSQL, Redis and RabbitMQ servers of its own (started and
+# removed by deploy/test-services.sh; a server given as TEST_POSTGRES, TEST_REDIS or TEST_AMQP
+# is used instead).
+test: system-packages lint typecheck
+	deploy/test-services.sh run $(MAKE) --no-print-directory test-suites
+
+test-suites: test-postgres test-sqlite chaos-short
 
 bench: $(STAMP)
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python -m bench.run $(BENCH)
@@ -66,8 +83,8 @@ bench: $(STAMP)
 # CHAOS_ARGS, e.g. "--events 300 --rate 10", makes shorter runs. NB: restarts the local Redis
 # and RabbitMQ.
 chaos: $(STAMP)
-	$(TEST_ENV) $(BIN)/python -m bench.chaos $(CHAOS_ARGS)
-	$(TEST_ENV) $(BIN)/python -m bench.chaos --events 1000 --broker rabbitmq $(CHAOS_ARGS)
+	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos $(CHAOS_ARGS)
+	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos --events 1000 --broker rabbitmq $(CHAOS_ARGS)
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench import chaos_paging, processes
 from bench.chaos_paging import Backlog
@@ -43,7 +44,13 @@ from config import lanes
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DATABASE = "reset_delivery_chaos"
-BROKERS = {"redis": "redis://127.0.0.1:6379/13", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
+# The servers the run uses and breaks: the machine's by default; `make test` passes its own
+# throwaway ones (deploy/test-services.sh).
+POSTGRES = os.environ.get("CHAOS_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+REDIS = os.environ.get("CHAOS_REDIS", "redis://127.0.0.1:6379")
+REDIS_PORT = urlsplit(REDIS).port or 6379
+RABBITMQ_NODE = os.environ.get("CHAOS_RABBITMQ_NODE", "")  # "": rabbitmqctl's own default node
+BROKERS = {"redis": f"{REDIS}/13", "rabbitmq": os.environ.get("CHAOS_AMQP", "amqp://guest:guest@127.0.0.1:5672//")}
 LOGS = ROOT / "var" / "chaos"
 REGION = "US"
 # Reset lifetimes are drawn from this range (seconds).
@@ -136,7 +143,7 @@ def main(argv: list[str]) -> int:
     os.environ.update(
         {
             "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DATABASE}",
+            "DATABASE_URL": f"{POSTGRES}/{DATABASE}",
             "CELERY_BROKER_URL": BROKERS[run.broker],
             "PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
             "DJANGO_HTTPS": "false",
@@ -195,7 +202,7 @@ def main(argv: list[str]) -> int:
 def _prepare_database() -> None:
     import psycopg
 
-    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as admin:
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{DATABASE}"')
 
@@ -301,26 +308,31 @@ def _empty_broker(broker: str) -> None:
 
         redis.Redis.from_url(BROKERS["redis"]).flushdb()
     else:
-        subprocess.run(["rabbitmqctl", "purge_queue", "celery"], capture_output=True, check=False)
+        subprocess.run(_rabbitmqctl("purge_queue", "celery"), capture_output=True, check=False)
+
+
+def _rabbitmqctl(*args: str) -> list[str]:
+    return ["rabbitmqctl", *(["-n", RABBITMQ_NODE] if RABBITMQ_NODE else []), *args]
 
 
 def _restart_broker(broker: str) -> None:
     """Stop the broker (queued wake-ups are lost) and start it again."""
     if broker == "redis":
-        subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True, check=False)
+        port = str(REDIS_PORT)
+        subprocess.run(["redis-cli", "-p", port, "shutdown", "nosave"], capture_output=True, check=False)
         time.sleep(2.0)
         subprocess.run(
-            ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
+            ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "",
              "--appendonly", "no"],
             capture_output=True, check=True,
         )  # fmt: skip
-        ready = ["redis-cli", "-p", "6379", "ping"]
+        ready = ["redis-cli", "-p", port, "ping"]
     else:
-        subprocess.run(["rabbitmqctl", "stop_app"], capture_output=True, check=False)
-        subprocess.run(["rabbitmqctl", "purge_queue", "celery"], capture_output=True, check=False)
+        subprocess.run(_rabbitmqctl("stop_app"), capture_output=True, check=False)
+        subprocess.run(_rabbitmqctl("purge_queue", "celery"), capture_output=True, check=False)
         time.sleep(2.0)
-        subprocess.run(["rabbitmqctl", "start_app"], capture_output=True, check=True)
-        ready = ["rabbitmqctl", "await_startup"]
+        subprocess.run(_rabbitmqctl("start_app"), capture_output=True, check=True)
+        ready = _rabbitmqctl("await_startup")
     for _ in range(50):
         if subprocess.run(ready, capture_output=True).returncode == 0:
             break

@@ -2,13 +2,18 @@
 # Install the Debian packages the test suite needs, if any is missing:
 # chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded),
 # prometheus (for promtool, which tests the shipped alert rules) and prometheus-alertmanager
-# (for amtool, which checks the shipped Alertmanager config and its routing).
+# (for amtool, which checks the shipped Alertmanager config and its routing), and the
+# PostgreSQL, Redis and RabbitMQ servers `make test` starts throwaway instances of
+# (deploy/test-services.sh): installed, not used as they are.
 set -euo pipefail
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+PATH="$PATH:/usr/sbin" command -v rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

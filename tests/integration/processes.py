@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection
 
 from config import lanes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-BROKER_URL = "redis://127.0.0.1:6379/15"
 
 
 def worker_environment(*, simulator, public_base_url: str, **overrides: str) -> dict[str, str]:
@@ -22,7 +22,7 @@ def worker_environment(*, simulator, public_base_url: str, **overrides: str) -> 
     return {
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "CELERY_BROKER_URL": BROKER_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "TWILIO_API_BASE": simulator.base_url,
         "EMAIL_HOST": "127.0.0.1",
         "EMAIL_PORT": str(simulator.smtp_port),
