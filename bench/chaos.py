@@ -277,7 +277,9 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         _supervise(run, [*workers, *lane_workers])
 
     _settle(lambda: _ended(created), deadline=time.monotonic() + 90, supervise=supervise)
-    _settle(chaos_paging.outbox_drained, deadline=time.monotonic() + 300, supervise=supervise)
+    from runbook.page_audit import outbox_drained
+
+    _settle(outbox_drained, deadline=time.monotonic() + 300, supervise=supervise)
     return _verdict(run, simulator, created)
 
 

@@ -78,14 +78,6 @@ def received(log: Iterable[PagerLogEntry]) -> list["Received"]:
     ]
 
 
-def outbox_drained() -> bool:
-    """Whether the pager is owed nothing: no message due or retrying, no ended event's page left unresolved."""
-    from runbook.models import Page, PageMode
-
-    owed = Page.objects.filter(mode=PageMode.PAGE, next_attempt_at__isnull=False).exists()
-    return not owed and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
-
-
 def verdict(
     created: Sequence[str], log: Sequence[PagerLogEntry], backlogs: Sequence[Backlog]
 ) -> tuple[dict[str, object], list[dict[str, str]]]:

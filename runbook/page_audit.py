@@ -33,6 +33,12 @@ class Received:
     status: int
 
 
+def outbox_drained() -> bool:
+    """Whether the pager is owed nothing: no message due or retrying, no ended event's page left unresolved."""
+    owed = Page.objects.filter(mode=PageMode.PAGE, next_attempt_at__isnull=False).exists()
+    return not owed and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
+
+
 def check(received: Iterable[Received], *, in_flight: timedelta) -> list[Violation]:
     """The paging invariants; ``in_flight`` is how long after its claim a trigger may still arrive."""
     received = list(received)

@@ -63,14 +63,7 @@ def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_wit
         return all(state in TERMINAL for state in states)
 
     wait_for(all_ended, timeout=90, message="every event to end")
-    wait_for(
-        lambda: (
-            not Page.objects.filter(next_attempt_at__isnull=False).exists()
-            and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
-        ),
-        timeout=20,
-        message="every page message to be delivered",
-    )
+    wait_for(page_audit.outbox_drained, timeout=20, message="every page message to be delivered")
 
     pages = {page.event_id: page for page in Page.objects.all()}
     assert {event.id for event in held} <= pages.keys()  # each went at risk while its step waited
@@ -126,14 +119,7 @@ def test_a_pagerduty_outage_neither_slows_the_steps_nor_loses_duplicates_or_misp
         during.append(scripted(simulator, statuses=[("delivered", 0.2)]))
         time.sleep(0.5)
     settled(*ended_in_outage, *outlive_it, *after_it, *during, timeout=60)
-    wait_for(
-        lambda: (
-            not Page.objects.filter(next_attempt_at__isnull=False).exists()
-            and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
-        ),
-        timeout=30,
-        message="every page message to be delivered",
-    )
+    wait_for(page_audit.outbox_drained, timeout=30, message="every page message to be delivered")
 
     for event in during:
         first_step = Transition.objects.filter(event_id=event.id, from_state=State.SMS_REQUESTED).earliest("at")
