@@ -63,6 +63,9 @@ BACKLOG_SECONDS = 15.0
 # outage holds its calls, never a sweep or an evaluation.
 PAGES_LANE = "pages"
 OTHER_LANES = ",".join(queue for queue in lanes.LANES if queue != PAGES_LANE)
+# A broker restart or a connection reset this close before the backlog still holds the lanes
+# up when it starts (their workers reconnect with a growing backoff: 2 s, 4 s, ...).
+QUIET_BEFORE_BACKLOG = 10.0
 # Plan entries that end a fault rather than inject one: not counted.
 RECOVERIES = frozenset({"steps_resumed"})
 # The simulator's late acceptances finish within this (scripted below), and the workers'
@@ -374,7 +377,7 @@ def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
     quiet_until = outage + chaos_paging.OUTAGE_SECONDS
     for fault, (low, high), after in [("restart_broker", (0.3, 0.5), 1), ("reset_database_connections", (0.6, 0.8), 5)]:
         at = feeding * rng.uniform(low, high)
-        plan.append((quiet_until + after if backlog - 2 <= at <= quiet_until + 2 else at, fault))
+        plan.append((quiet_until + after if backlog - QUIET_BEFORE_BACKLOG <= at <= quiet_until + 2 else at, fault))
     # A relay slower than the lease, every reply inside the read timeout: now and then, for the
     # next few connections (whichever emails they carry).
     at = rng.uniform(1, 5)

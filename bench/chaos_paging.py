@@ -24,11 +24,13 @@ RISK_INTERVAL_SECONDS = 1.0
 PAGER_TIMEOUT_SECONDS = 1.0
 # An event goes at risk this long before its act_by, and stays pageable until its expiry,
 # 1.1 to 1.4 s of steps after act_by: 5 s or more in all. A page opened as late as the
-# ``page_late`` bound (3 s) is still opened, so lateness shows up as lateness, never as a
+# ``page_late`` bound (4 s) is still opened, so lateness shows up as lateness, never as a
 # page silently missed.
 PAGE_MARGIN = timedelta(seconds=4)
-# Beat's tick, the evaluation's own run and its commit, on top of one evaluation interval.
-LATE_AFTER_SECONDS = RISK_INTERVAL_SECONDS + 2.0
+# Beat's tick, the evaluation's own run and its commit, on top of one evaluation interval, on
+# two cores shared with the web server, the simulator, three step workers and PostgreSQL: the
+# integration proof holds the interval + 1 s on a quiet machine; chaos allows 3 s on top.
+LATE_AFTER_SECONDS = RISK_INTERVAL_SECONDS + 3.0
 # 32 characters, like PagerDuty's integration keys. A credential: the run searches every log for it.
 ROUTING_KEY = "chaos0routing0key0not0a0real0one"
 # The order of a pager going down and coming back: requests held past the client's deadline
