@@ -70,14 +70,10 @@ class Backlog:
 
 
 def received(log: Iterable[PagerLogEntry]) -> list["Received"]:
-    """The stand-in's log as ``page_audit`` reads it."""
     # Imported here: Django is set up only once the run has chosen its database.
-    from runbook.page_audit import Received
+    from runbook.page_audit import from_log
 
-    return [
-        Received(entry["action"], entry["dedup_key"], datetime.fromisoformat(entry["at"]), entry["status"])
-        for entry in log
-    ]
+    return from_log(log)
 
 
 def verdict(

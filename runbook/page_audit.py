@@ -13,9 +13,10 @@ it, as a load balancer in front of a pager that is down would.
 """
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from notify.invariants import Violation
 from runbook.models import Page, PageMode
@@ -31,6 +32,14 @@ class Received:
     dedup_key: str
     at: datetime
     status: int
+
+
+def from_log(entries: Iterable[Mapping[str, Any]]) -> list[Received]:
+    """A pager stand-in's log (``GET /simulator/pager-log``'s messages) as ``check`` reads it."""
+    return [
+        Received(entry["action"], entry["dedup_key"], datetime.fromisoformat(entry["at"]), entry["status"])
+        for entry in entries
+    ]
 
 
 def outbox_drained() -> bool:

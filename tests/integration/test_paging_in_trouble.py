@@ -6,7 +6,7 @@ delay or discard them.
 """
 
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -79,10 +79,7 @@ def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_wit
 
 
 def stand_in_log(simulator) -> list[page_audit.Received]:
-    return [
-        page_audit.Received(entry["action"], entry["dedup_key"], datetime.fromisoformat(entry["at"]), entry["status"])
-        for entry in simulator.control.pager_log()
-    ]
+    return page_audit.from_log(simulator.control.pager_log())
 
 
 def test_a_pagerduty_outage_neither_slows_the_steps_nor_loses_duplicates_or_misplaces_a_page(
