@@ -318,6 +318,50 @@ def take_lease(event_id: str, owner: str, *, ttl: timedelta, at: datetime | None
     return None if taken is None else int(taken[0])
 
 
+# The most urgent due event whose lease is free: the one whose ``act_by`` (the last moment its
+# next step can start and still finish before expiry) comes first. Rows another worker is
+# taking this instant are skipped, not waited for (PostgreSQL's SKIP LOCKED; SQLite has one
+# writer at a time): two workers take the two most urgent instead of queueing on one.
+_MOST_URGENT = {
+    "postgresql": "SELECT id FROM notify_event WHERE act_by IS NOT NULL AND next_action_at <= {now} AND {free} "
+    "ORDER BY act_by LIMIT 1 FOR UPDATE SKIP LOCKED",
+    "sqlite": "SELECT id FROM notify_event WHERE act_by IS NOT NULL AND next_action_at <= {now} AND {free} "
+    "ORDER BY act_by LIMIT 1",
+}
+_LEASE_FREE = "(lease_expires_at IS NULL OR lease_expires_at <= {now})"
+# The lease runs for the event's own policy's ``lease_ttl``, added to the database's time.
+_POLICY_LEASE_TTL = "(SELECT p.lease_ttl FROM policies_policyversion p WHERE p.id = notify_event.policy_id)"
+_LATER_BY_POLICY = {
+    "postgresql": "({now} + " + _POLICY_LEASE_TTL + ")",
+    "sqlite": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', {now}, (" + _POLICY_LEASE_TTL + " / 1000000.0) || ' seconds')",
+}
+
+
+def take_most_urgent(owner: str, *, at: datetime | None) -> tuple[str, int] | None:
+    """Take the lease of the most urgent due event; return its id and fencing token, or None if none is due.
+
+    Wake-ups are served in order of urgency, not of arrival: whichever wake-up a worker
+    runs, it steps the due event closest to its ``act_by``. Choosing, taking and bumping
+    the fencing token are one statement, so two workers never take the same event; the
+    lease condition is repeated outside the choice because a row chosen by a concurrent
+    statement's snapshot is re-checked there once it is locked.
+    """
+    vendor = connection.vendor
+    now, now_params = database_time(at)
+    free = _LEASE_FREE.format(now=now)
+    later = _LATER_BY_POLICY[vendor].format(now=now)
+    choice = _MOST_URGENT[vendor].format(now=now, free=free)
+    sql = (
+        f"UPDATE notify_event SET lease_owner = %s, lease_expires_at = {later}, lease_token = lease_token + 1 "
+        f"WHERE id = ({choice}) AND {free} RETURNING id, lease_token"
+    )
+    params = [owner, *now_params, *now_params, *now_params, *now_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
 def renew_lease(event_id: str, token: int, *, ttl: timedelta, at: datetime | None) -> bool:
     """Extend a lease still held (not expired, not taken over) to ``ttl`` from now."""
     condition = "lease_token = %s AND lease_expires_at > {now} RETURNING id"

@@ -24,11 +24,11 @@ _HOST = f"{socket.gethostname()}:{os.getpid()}"
 
 @shared_task(name="notify.advance")
 def advance(event_id: str) -> str:
-    """Do what is due for one event now, then schedule its next wake-up."""
+    """Step the most urgent due event (this one, unless another is nearer its act_by); schedule its next."""
     owner = f"{_HOST}:{advance.request.id or 'inline'}"
-    report = worker.advance(event_id, transports=configured(), clock=current_clock(), owner=owner)
+    report = worker.advance_most_urgent(event_id, transports=configured(), clock=current_clock(), owner=owner)
     if report.wake_after is not None:
-        wake(event_id, countdown=report.wake_after.total_seconds())
+        wake(report.event_id, countdown=report.wake_after.total_seconds())
     return report.outcome
 
 

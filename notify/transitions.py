@@ -546,6 +546,15 @@ def take_lease(event_id: str, owner: str, *, at: datetime | None, ttl: timedelta
     return None if token is None else Lease(owner=owner, token=token)
 
 
+def take_most_urgent(owner: str, *, at: datetime | None) -> tuple[str, Lease] | None:
+    """Take the most urgent due event whose lease is free (``rows.take_most_urgent``); None if none is due."""
+    taken = rows.take_most_urgent(owner, at=at)
+    if taken is None:
+        return None
+    event_id, token = taken
+    return event_id, Lease(owner=owner, token=token)
+
+
 def renew_lease(event_id: str, lease: Lease, *, at: datetime | None, ttl: timedelta) -> bool:
     """Extend a lease still held: not expired, not taken over."""
     return rows.renew_lease(event_id, lease.token, ttl=ttl, at=at)

@@ -79,12 +79,9 @@ def advance(
     """
     started = time.monotonic()
     try:
-        # The read carries the database's time: every step re-anchors the clock to it, so a
-        # host whose wall clock is off still judges D, expiry and due times on the database's.
-        loaded, database_time = rows.load_timed(event_id)
+        loaded = _load_and_sync(event_id, clock, started)
     except LookupError:
         return StepReport(event_id, "gone", (), NextAction.NONE, None)
-    clock.sync(database_time, started, time.monotonic())
     now = clock.now()
     decision = machine.decide(loaded.event, loaded.claims, loaded.policy, now)
     if not _due(decision, now):
@@ -93,6 +90,51 @@ def advance(
     lease = transitions.take_lease(event_id, owner, at=clock.pinned(), ttl=loaded.policy.lease_ttl)
     if lease is None:
         return StepReport(event_id, "busy", (), decision.action, decision.due_at)
+    return _leased_step(event_id, lease, loaded, transports, clock, started, max_actions)
+
+
+def advance_most_urgent(
+    hint: str, *, transports: Transports, clock: Clock, owner: str, max_actions: int = MAX_ACTIONS_PER_STEP
+) -> StepReport:
+    """Step the most urgent due event, whichever event's wake-up brought the worker here.
+
+    Wake-ups wait in the broker in the order they were sent; past capacity, serving each
+    for its own event would make every event equally late. Each wake-up is therefore
+    only a turn: it steps the due event nearest its ``act_by`` (``rows.take_most_urgent``).
+    No event loses its turn: the one a wake-up was sent for is due, so until it is
+    stepped every other due event that took a turn still has its own wake-up coming.
+    With nothing due, the hinted event is looked at as ``advance`` does: a wake-up that
+    came early (its host's clock runs ahead) schedules the event's next one.
+    """
+    started = time.monotonic()
+    taken = transitions.take_most_urgent(owner, at=clock.pinned())
+    if taken is None:
+        return advance(hint, transports=transports, clock=clock, owner=owner, max_actions=max_actions)
+    event_id, lease = taken
+    # Leased by this worker: nothing removes it meanwhile (only terminal events are purged).
+    loaded = _load_and_sync(event_id, clock, started)
+    return _leased_step(event_id, lease, loaded, transports, clock, started, max_actions)
+
+
+def _load_and_sync(event_id: str, clock: Clock, started: float) -> rows.Loaded:
+    # The read carries the database's time: every step re-anchors the clock to it, so a
+    # host whose wall clock is off still judges D, expiry and due times on the database's.
+    loaded, database_time = rows.load_timed(event_id)
+    clock.sync(database_time, started, time.monotonic())
+    return loaded
+
+
+def _leased_step(
+    event_id: str,
+    lease: Lease,
+    loaded: rows.Loaded,
+    transports: Transports,
+    clock: Clock,
+    started: float,
+    max_actions: int,
+) -> StepReport:
+    """Act while actions are due, holding ``lease``; record the schedule; give the lease back."""
+    now = clock.now()
     step = _Step(event_id, lease, transports, clock, dataclasses.replace(loaded, lease_token=lease.token))
     ttl = loaded.policy.lease_ttl
     renew_after = now + ttl / 2
@@ -112,6 +154,10 @@ def advance(
             done.append(decision.action)
             step.act(decision.action, now)
             now = clock.now()
+        if not done:
+            # Taken as due by the database's schedule, yet nothing is due: store what decide
+            # says, or the event would be taken again by every wake-up until it is due.
+            step.refresh_schedule(now)
         decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
         wake_after = _wake_after(decision, now, loaded.policy.poll_interval)
     except Ended:
@@ -127,7 +173,7 @@ def advance(
             "outcome": outcome,
             "state": step.known.event.state,
             "version": step.known.version,
-            "lease_owner": owner,
+            "lease_owner": lease.owner,
             "next_action": decision.action.value,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         },
@@ -241,6 +287,9 @@ class _Step:
             self._submit_email(now)
         else:
             raise ValueError(f"no way to perform {action}")
+
+    def refresh_schedule(self, now: datetime) -> None:
+        self._landed(transitions.refresh_schedule(self.event_id, now=now, lease=self.lease))
 
     def _as_holder(self) -> dict[str, Any]:
         return {"actor": self.lease.owner, "lease": self.lease, "known": self.known}

@@ -47,16 +47,19 @@ def paging_env(pager_url: str) -> dict[str, str]:
 def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_within_the_interval(
     simulator, start_worker, receiver
 ):
-    # SMS budget long enough that the first events keep to their slow SMS path while they wait.
-    fast_policy(alert_mode="page", page_margin=PAGE_MARGIN, sms_budget=seconds(30))
+    # Steps are served most urgent first, so the backlog that holds an event past its budget
+    # is one of more urgent events. SMS budget long and fallback reserve short, so that the
+    # urgent events keep to their slow SMS path for most of their life.
+    fast_policy(alert_mode="page", page_margin=PAGE_MARGIN, sms_budget=seconds(30), fallback_reserve=seconds(1))
     start_worker(beat=True, queues=lanes.LANE_QUEUES, **paging_env(receiver.url))
-    # One step at a time, and each of the first events' submits answered after 1.5 s: about
-    # 18 s of steps queue up ahead of the events created behind them, whose whole life is 12 s.
+    # One step at a time, and each urgent event's submit answered after 1.5 s: until their
+    # fallback deadline 19 s in, the urgent events take every turn. The held events, a
+    # second less urgent, go at risk 15 s in (act_by minus the margin) while they wait.
     start_worker(concurrency=1, queues=lanes.STEP_QUEUE, **paging_env(receiver.url))
     slow = [
-        scripted(simulator, ttl=60, create=["hang"], statuses=[("delivered", 0.2)], hang_seconds=1.5) for _ in range(12)
+        scripted(simulator, ttl=20, create=["hang"], statuses=[("delivered", 0.2)], hang_seconds=1.5) for _ in range(14)
     ]
-    held = [scripted(simulator, ttl=12, statuses=[("delivered", 0.2)]) for _ in range(3)]
+    held = [scripted(simulator, ttl=21, statuses=[("delivered", 0.2)]) for _ in range(3)]
 
     def all_ended():
         states = Event.objects.filter(pk__in=[event.id for event in [*slow, *held]]).values_list("state", flat=True)
