@@ -73,6 +73,8 @@ class DeliveryCollector(Collector):
         for name in ("open_events", "oldest_state_age_seconds", "smallest_budget_seconds", "events_at_risk"):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
         yield GaugeMetricFamily(f"{PREFIX}_overdue_events", "")
+        yield GaugeMetricFamily(f"{PREFIX}_schedule_lag_seconds", "")
+        yield GaugeMetricFamily(f"{PREFIX}_smallest_sms_budget_seconds", "")
         yield GaugeMetricFamily(f"{PREFIX}_host_clock_offset_seconds", "")
         for name, _, _ in COUNTERS:
             yield CounterMetricFamily(f"{PREFIX}_{name.removesuffix('_total')}", "")
@@ -102,6 +104,7 @@ class DeliveryCollector(Collector):
         yield from _open_event_gauges(now)
         yield _at_risk(now)
         yield _overdue(now)
+        yield from _schedule_lag(now)
         yield _clock_offsets(now)
         rows = list(Tally.objects.values_list("name", "region", "label", "value"))
         yield from _counters(rows)
@@ -156,6 +159,22 @@ def _overdue(now: datetime) -> Metric:
     for row in late.values("region").annotate(n=Count("*")).order_by():
         gauge.add_metric([row["region"]], row["n"])
     return gauge
+
+
+def _schedule_lag(now: datetime) -> Iterator[Metric]:
+    lag = GaugeMetricFamily(
+        f"{PREFIX}_schedule_lag_seconds",
+        "How long the oldest due step that no worker holds has waited (0: none is waiting).",
+    )
+    lag.add_metric([], status.schedule_lag(now).total_seconds())
+    yield lag
+    smallest = status.smallest_sms_budget()
+    if smallest is not None:
+        budget = GaugeMetricFamily(
+            f"{PREFIX}_smallest_sms_budget_seconds", "The shortest SMS budget of any published policy."
+        )
+        budget.add_metric([], smallest.total_seconds())
+        yield budget
 
 
 # A host that stopped reporting (it was shut down, or its processes are idle) drops out.

@@ -11,11 +11,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from django.conf import settings
+from django.db.models import Min, Q
 
 from notify import machine
 from notify.models import Claim, Event, Observation
 from notify.states import Channel, NextAction, Normalized, State
-from policies.models import PolicyVersion
+from policies.models import PolicyVersion, Status
 
 # What ``decide``'s single next action means for the workflow, in the responder's words.
 ALLOWED_TRANSITION: Mapping[NextAction, str] = {
@@ -109,6 +110,27 @@ def stuck_after() -> timedelta:
     re-enqueued it, so waiting longer means no worker is taking work.
     """
     return timedelta(seconds=settings.NOTIFY_SWEEP_INTERVAL) + settings.NOTIFY_SWEEP_REDELIVER_AFTER
+
+
+def schedule_lag(now: datetime) -> timedelta:
+    """How long the oldest due step that no worker holds has waited: how far behind the system is.
+
+    Zero when every due step is in a worker's hands. Past capacity it grows before any event
+    goes red: steps are served most urgent first, so the lag is borne by the events with
+    budget to spare, until it nears the smallest SMS budget and the fallbacks begin.
+    """
+    waiting = Event.objects.filter(next_action_at__lte=now).filter(  # event_open_due_idx
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
+    )
+    oldest = waiting.aggregate(oldest=Min("next_action_at"))["oldest"]
+    return timedelta(0) if oldest is None else now - oldest
+
+
+def smallest_sms_budget() -> timedelta | None:
+    """The shortest SMS budget of any published policy: a lag that nears it costs SMS their chance."""
+    published = PolicyVersion.objects.filter(status=Status.PUBLISHED)
+    smallest: timedelta | None = published.aggregate(smallest=Min("sms_budget"))["smallest"]
+    return smallest
 
 
 def at_risk(event: Event, policy: PolicyVersion, now: datetime) -> bool:

@@ -128,8 +128,19 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
         "refresh_query": filters.query(page=page),
         "search_missed": bool(search),
         "now": now,
+        "behind": _behind(now),
     }
     return _render(request, "runbook/event_list.html", "results", context)
+
+
+# A lag under this is the ordinary time between a step falling due and a worker taking it.
+BEHIND_AFTER = timedelta(seconds=1)
+
+
+def _behind(now: datetime) -> timedelta | None:
+    """How long due steps have waited for a worker, when that says the system is behind (else None)."""
+    lag = status.schedule_lag(now)
+    return lag if lag > BEHIND_AFTER else None
 
 
 def _row(event: Event, now: datetime, follow_up: bool) -> Row:

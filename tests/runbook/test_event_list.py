@@ -123,3 +123,23 @@ def test_a_dead_lease_holder_is_not_shown_as_the_owner(client_, policy, clock):
     assert "worker:alive:1" in page
     assert "worker:dead:2" not in page
     assert "nobody (lease expired at 12:00:05 UTC)" in page
+
+
+def test_the_header_says_the_system_is_behind_once_a_due_step_waits_over_a_second(client_, policy, clock):
+    new_event(clock.now())  # its SMS submit is due at once; no worker runs here
+    clock.advance(1)
+    on_time = client_.get(LIST)
+    clock.advance(3)
+    late = client_.get(LIST)
+
+    assert "The system is behind" not in on_time.content.decode()
+    assert "The system is behind" in late.content.decode()
+    assert "the oldest due step has waited 4s for a worker" in late.content.decode()
+
+
+def test_a_due_step_a_worker_holds_is_not_lag(client_, policy, clock):
+    event = new_event(clock.now())
+    transitions.take_lease(event.id, "worker:alive:1", at=clock.now(), ttl=timedelta(seconds=60))
+    clock.advance(10)
+
+    assert "The system is behind" not in client_.get(LIST).content.decode()

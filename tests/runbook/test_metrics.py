@@ -128,6 +128,24 @@ def test_open_events_their_ages_budgets_and_risk_are_gauges(client, clock):
     assert metrics[("reset_delivery_overdue_events", (("region", "US"),))] == 2
 
 
+def test_the_schedule_lag_is_the_wait_of_the_oldest_due_step_no_worker_holds(client, clock):
+    PolicyVersionFactory.create(region="US", sms_budget=timedelta(seconds=90))
+    PolicyVersionFactory.create(region="EU", allowed_sms_country_codes=[44], sms_budget=timedelta(seconds=45))
+    held = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    clock.advance(5)
+    waiting = new_event(clock.now())  # its submit falls due now
+    clock.advance(3)
+    before_the_hold = scrape(client)
+    transitions.take_lease(held.id, "worker:1", at=clock.now(), ttl=timedelta(seconds=60))
+    transitions.take_lease(waiting.id, "worker:2", at=clock.now(), ttl=timedelta(seconds=60))
+
+    held_by_workers = scrape(client)
+
+    assert before_the_hold[("reset_delivery_schedule_lag_seconds", ())] == 3
+    assert held_by_workers[("reset_delivery_schedule_lag_seconds", ())] == 0
+    assert held_by_workers[("reset_delivery_smallest_sms_budget_seconds", ())] == 45
+
+
 def test_pages_sent_and_observed_are_counted_per_region(client, clock, pager_receiver):
     from runbook import pager
 
