@@ -31,12 +31,21 @@ class Loaded:
     claims: Mapping[Channel, ClaimSnapshot]
 
 
-# ``{clock}``: nothing, or the database's time as a first column (``load_timed``).
-_LOAD = """
-SELECT {clock}e.state, e.version, e.lease_token, e.created_at, e.expires_at, e.state_entered_at,
-       e.last_observation_at, e.fallback_available, e.policy_id, c.channel, c.state, c.next_attempt_at
+_EVENT_COLUMNS = """e.state, e.version, e.lease_token, e.created_at, e.expires_at, e.state_entered_at,
+       e.last_observation_at, e.fallback_available, e.policy_id, c.channel, c.state, c.next_attempt_at"""
+_LOAD = f"""
+SELECT {_EVENT_COLUMNS}
 FROM notify_event e LEFT JOIN notify_claim c ON c.event_id = e.id
 WHERE e.id = %s
+"""
+# What a worker step reads, in one round trip: the database's time first (the step measures
+# its clock by it), the event as ``_LOAD`` has it, and what only the step needs: the time of
+# its pending wake-up, the sealed destinations and the claims' provider references.
+# ``{source}``: the table, or the event a statement has just taken.
+_STEP_READ = f"""
+SELECT {{now}}, {_EVENT_COLUMNS}, e.wake_at, v.ciphertext, e.id, c.provider_ref
+FROM {{source}} e LEFT JOIN notify_claim c ON c.event_id = e.id LEFT JOIN notify_vaultentry v ON v.event_id = e.id
+{{where}}
 """
 
 
@@ -55,19 +64,37 @@ def _param(value: object) -> Any:
 
 def load(event_id: str) -> Loaded:
     with connection.cursor() as cursor:
-        cursor.execute(_LOAD.format(clock=""), [event_id])
+        cursor.execute(_LOAD, [event_id])
         rows = cursor.fetchall()
     return _loaded(event_id, rows)
 
 
-def load_timed(event_id: str) -> tuple[Loaded, datetime]:
-    """Return the event and the database's time as it read it (a worker step measures its clock by it)."""
-    clock_sql, _ = database_time(None)
+@dataclass(frozen=True)
+class StepRead:
+    """An event as a worker step starts from."""
+
+    event_id: str
+    loaded: Loaded
+    database_time: datetime
+    wake_at: datetime | None  # when its pending wake-up is due, if one was sent
+    sealed: bytes | None  # the vault's ciphertext (None once retention purged it)
+    provider_refs: Mapping[Channel, str]  # the provider's id of each claim's message, once known
+
+
+def read_for_step(event_id: str) -> StepRead:
+    """Return the event as a step starts from it; LookupError if there is none."""
+    sql = _STEP_READ.format(now=database_time(None)[0], source="notify_event", where="WHERE e.id = %s")
     with connection.cursor() as cursor:
-        cursor.execute(_LOAD.format(clock=f"{clock_sql}, "), [event_id])
-        rows = cursor.fetchall()
-    loaded = _loaded(event_id, [row[1:] for row in rows])
-    return loaded, parse_database_time(rows[0][0])
+        cursor.execute(sql, [event_id])
+        return _step_read(event_id, cursor.fetchall())
+
+
+def _step_read(event_id: str, rows: list[tuple[Any, ...]]) -> StepRead:
+    loaded = _loaded(event_id, [row[1:13] for row in rows])
+    first = rows[0]
+    sealed = None if first[14] is None else bytes(first[14])
+    refs = {Channel(row[10]): row[16] for row in rows if row[10] is not None and row[16]}
+    return StepRead(str(first[15]), loaded, parse_database_time(first[0]), _aware(first[13]), sealed, refs)
 
 
 def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
@@ -337,29 +364,35 @@ _LATER_BY_POLICY = {
 }
 
 
-def take_most_urgent(owner: str, *, at: datetime | None) -> tuple[str, int] | None:
-    """Take the lease of the most urgent due event; return its id and fencing token, or None if none is due.
+def take_most_urgent(owner: str, *, at: datetime | None) -> StepRead | None:
+    """Take the lease of the most urgent due event and read it for the step; None if none is due.
 
     Wake-ups are served in order of urgency, not of arrival: whichever wake-up a worker
     runs, it steps the due event closest to its ``act_by``. Choosing, taking and bumping
     the fencing token are one statement, so two workers never take the same event; the
     lease condition is repeated outside the choice because a row chosen by a concurrent
-    statement's snapshot is re-checked there once it is locked.
+    statement's snapshot is re-checked there once it is locked. On PostgreSQL the step's
+    read is the same statement (the taken row, joined); SQLite reads it after.
     """
     vendor = connection.vendor
     now, now_params = database_time(at)
     free = _LEASE_FREE.format(now=now)
     later = _LATER_BY_POLICY[vendor].format(now=now)
     choice = _MOST_URGENT[vendor].format(now=now, free=free)
-    sql = (
+    take = (
         f"UPDATE notify_event SET lease_owner = %s, lease_expires_at = {later}, lease_token = lease_token + 1 "
-        f"WHERE id = ({choice}) AND {free} RETURNING id, lease_token"
+        f"WHERE id = ({choice}) AND {free} RETURNING "
     )
     params = [owner, *now_params, *now_params, *now_params, *now_params]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return None if row is None else (str(row[0]), int(row[1]))
+        if vendor == "postgresql":
+            read = _STEP_READ.format(now=database_time(None)[0], source="taken", where="")
+            cursor.execute(f"WITH taken AS ({take} *) {read}", params)
+            rows = cursor.fetchall()
+            return _step_read("", rows) if rows else None
+        cursor.execute(f"{take} id", params)
+        taken = cursor.fetchone()
+    return None if taken is None else read_for_step(str(taken[0]))
 
 
 def renew_lease(event_id: str, token: int, *, ttl: timedelta, at: datetime | None) -> bool:
@@ -398,14 +431,47 @@ def _lease_update(
     return row
 
 
-def release_lease(event_id: str, token: int) -> bool:
-    """Give the event back, unless the lease was taken over (its token bumped) meanwhile."""
+# At most one wake-up per event is pending: a new one is sent only if none is, or the pending
+# one is due later than the new one (a duplicate would start a second chain of wake-ups
+# that lives as long as the event). One due by now counts as spent.
+_WAKE_UP_NEEDED = "(wake_at IS NULL OR wake_at <= %s OR wake_at > %s)"
+
+
+def record_wake_up(event_id: str, *, at: datetime, now: datetime) -> bool:
+    """Record a wake-up due ``at`` unless an earlier one is pending; True if it is to be sent."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE notify_event SET lease_owner = '', lease_expires_at = NULL WHERE id = %s AND lease_token = %s",
-            [event_id, token],
+            f"UPDATE notify_event SET wake_at = %s WHERE id = %s AND {_WAKE_UP_NEEDED}",
+            [_param(at), event_id, _param(now), _param(at)],
         )
         return bool(cursor.rowcount == 1)
+
+
+def release_lease(event_id: str, token: int, *, wake_up: tuple[datetime, datetime] | None = None) -> bool:
+    """Give the event back, unless the lease was taken over (its token bumped) meanwhile.
+
+    ``wake_up`` (at, now): record the holder's wake-up for the event in the same statement,
+    as ``record_wake_up`` would. Returns whether that wake-up is to be sent (without one:
+    whether the lease was given back).
+    """
+    if wake_up is None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE notify_event SET lease_owner = '', lease_expires_at = NULL WHERE id = %s AND lease_token = %s",
+                [event_id, token],
+            )
+            return bool(cursor.rowcount == 1)
+    at, now = wake_up
+    sql = (
+        "UPDATE notify_event SET lease_owner = '', lease_expires_at = NULL, "
+        f"wake_at = CASE WHEN {_WAKE_UP_NEEDED} THEN %s ELSE wake_at END "
+        "WHERE id = %s AND lease_token = %s RETURNING wake_at"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_param(now), _param(at), _param(at), event_id, token])
+        row = cursor.fetchone()
+    # A pending wake-up due exactly then reads as new: one spare wake-up, which finds nothing due.
+    return row is not None and _aware(row[0]) == at
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,10 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from kombu.exceptions import OperationalError
 
-from notify import retention, sweeper, tallies, worker
+from notify import retention, rows, sweeper, tallies, worker
 from notify.clock import current_clock
-from notify.models import Event
 from notify.transports import configured
 
 log = logging.getLogger("notify.tasks")
@@ -28,7 +26,11 @@ def advance(event_id: str) -> str:
     owner = f"{_HOST}:{advance.request.id or 'inline'}"
     report = worker.advance_most_urgent(event_id, transports=configured(), clock=current_clock(), owner=owner)
     if report.wake_after is not None:
-        wake(report.event_id, countdown=report.wake_after.total_seconds())
+        countdown = report.wake_after.total_seconds()
+        if report.wake_up_recorded:
+            send(report.event_id, countdown=countdown)  # recorded as the lease went back
+        else:
+            wake(report.event_id, countdown=countdown)
     return report.outcome
 
 
@@ -42,9 +44,7 @@ def wake(event_id: str, *, countdown: float = 0.0) -> None:
 
     def send_unless_pending() -> None:
         now = current_clock().now()
-        at = now + timedelta(seconds=countdown)
-        no_earlier_hint = Q(wake_at__isnull=True) | Q(wake_at__lte=now) | Q(wake_at__gt=at)
-        if Event.objects.filter(no_earlier_hint, pk=event_id).update(wake_at=at):
+        if rows.record_wake_up(event_id, at=now + timedelta(seconds=countdown), now=now):
             send(event_id, countdown=countdown)
 
     transaction.on_commit(send_unless_pending)

@@ -546,13 +546,12 @@ def take_lease(event_id: str, owner: str, *, at: datetime | None, ttl: timedelta
     return None if token is None else Lease(owner=owner, token=token)
 
 
-def take_most_urgent(owner: str, *, at: datetime | None) -> tuple[str, Lease] | None:
+def take_most_urgent(owner: str, *, at: datetime | None) -> tuple[rows.StepRead, Lease] | None:
     """Take the most urgent due event whose lease is free (``rows.take_most_urgent``); None if none is due."""
     taken = rows.take_most_urgent(owner, at=at)
     if taken is None:
         return None
-    event_id, token = taken
-    return event_id, Lease(owner=owner, token=token)
+    return taken, Lease(owner=owner, token=taken.loaded.lease_token)
 
 
 def renew_lease(event_id: str, lease: Lease, *, at: datetime | None, ttl: timedelta) -> bool:
@@ -570,6 +569,6 @@ def release_expired_lease(event_id: str, token: int, *, at: datetime | None) -> 
     return rows.release_expired_lease(event_id, token, at=at)
 
 
-def release_lease(event_id: str, lease: Lease) -> bool:
-    """Give the event back; a no-op if the lease was already taken over."""
-    return rows.release_lease(event_id, lease.token)
+def release_lease(event_id: str, lease: Lease, *, wake_up: tuple[datetime, datetime] | None = None) -> bool:
+    """Give the event back; a no-op if the lease was already taken over (see ``rows.release_lease``)."""
+    return rows.release_lease(event_id, lease.token, wake_up=wake_up)

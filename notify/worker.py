@@ -56,8 +56,11 @@ class StepReport:
     next_action: NextAction
     next_due: datetime | None
     # When to wake the event again: the next due time, but never further off than one
-    # poll interval (long ETAs are not relied on). None: someone else schedules it.
+    # poll interval (long ETAs are not relied on). None: someone else schedules it, or a
+    # wake-up no later than this one is already pending.
     wake_after: timedelta | None = None
+    # The wake-up was recorded on the event as the lease was given back: the caller only sends it.
+    wake_up_recorded: bool = False
 
 
 def sms_callback_url(event_id: str) -> str:
@@ -79,9 +82,10 @@ def advance(
     """
     started = time.monotonic()
     try:
-        loaded = _load_and_sync(event_id, clock, started)
+        read = _read_and_sync(event_id, clock, started)
     except LookupError:
         return StepReport(event_id, "gone", (), NextAction.NONE, None)
+    loaded = read.loaded
     now = clock.now()
     decision = machine.decide(loaded.event, loaded.claims, loaded.policy, now)
     if not _due(decision, now):
@@ -90,7 +94,7 @@ def advance(
     lease = transitions.take_lease(event_id, owner, at=clock.pinned(), ttl=loaded.policy.lease_ttl)
     if lease is None:
         return StepReport(event_id, "busy", (), decision.action, decision.due_at)
-    return _leased_step(event_id, lease, loaded, transports, clock, started, max_actions)
+    return _leased_step(read, lease, transports, clock, started, max_actions)
 
 
 def advance_most_urgent(
@@ -110,36 +114,31 @@ def advance_most_urgent(
     taken = transitions.take_most_urgent(owner, at=clock.pinned())
     if taken is None:
         return advance(hint, transports=transports, clock=clock, owner=owner, max_actions=max_actions)
-    event_id, lease = taken
-    # Leased by this worker: nothing removes it meanwhile (only terminal events are purged).
-    loaded = _load_and_sync(event_id, clock, started)
-    return _leased_step(event_id, lease, loaded, transports, clock, started, max_actions)
+    read, lease = taken
+    clock.sync(read.database_time, started, time.monotonic())
+    return _leased_step(read, lease, transports, clock, started, max_actions)
 
 
-def _load_and_sync(event_id: str, clock: Clock, started: float) -> rows.Loaded:
+def _read_and_sync(event_id: str, clock: Clock, started: float) -> rows.StepRead:
     # The read carries the database's time: every step re-anchors the clock to it, so a
     # host whose wall clock is off still judges D, expiry and due times on the database's.
-    loaded, database_time = rows.load_timed(event_id)
-    clock.sync(database_time, started, time.monotonic())
-    return loaded
+    read = rows.read_for_step(event_id)
+    clock.sync(read.database_time, started, time.monotonic())
+    return read
 
 
 def _leased_step(
-    event_id: str,
-    lease: Lease,
-    loaded: rows.Loaded,
-    transports: Transports,
-    clock: Clock,
-    started: float,
-    max_actions: int,
+    read: rows.StepRead, lease: Lease, transports: Transports, clock: Clock, started: float, max_actions: int
 ) -> StepReport:
-    """Act while actions are due, holding ``lease``; record the schedule; give the lease back."""
+    """Act while actions are due, holding ``lease``; give the lease back with the next wake-up recorded."""
+    event_id, loaded = read.event_id, read.loaded
     now = clock.now()
-    step = _Step(event_id, lease, transports, clock, dataclasses.replace(loaded, lease_token=lease.token))
+    step = _Step(event_id, lease, transports, clock, dataclasses.replace(loaded, lease_token=lease.token), read)
     ttl = loaded.policy.lease_ttl
     renew_after = now + ttl / 2
     done: list[NextAction] = []
     outcome = "done"
+    wake_after: timedelta | None = None
     try:
         for _ in range(max_actions):
             decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
@@ -164,7 +163,9 @@ def _leased_step(
         # Whoever moved the event on schedules what follows; a re-check now costs one no-op.
         outcome, decision, wake_after = "ended", machine.NO_ACTION, timedelta(0)
     finally:
-        transitions.release_lease(event_id, lease)
+        # The lease goes back with the next wake-up recorded on the event, in one statement.
+        wake_up = None if wake_after is None else (now + wake_after, now)
+        recorded = transitions.release_lease(event_id, lease, wake_up=wake_up)
     log.info(
         "step",
         extra={
@@ -178,7 +179,9 @@ def _leased_step(
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         },
     )
-    return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after)
+    if wake_up is not None and not recorded:
+        wake_after = None  # one no later is pending, or the lease was taken over: its holder schedules
+    return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after, recorded)
 
 
 def _wake_after(decision: machine.Decision, now: datetime, longest: timedelta) -> timedelta | None:
@@ -220,10 +223,6 @@ def _from_error(channel: Channel, source: Source, error: TransportError, retry_a
     return ObservationInput(channel, source, normalized, raw_status=error.raw_status, retry_at=retry_at)
 
 
-def _destinations(event_id: str) -> vault.Destinations:
-    return vault.unseal(VaultEntry.objects.values_list("ciphertext", flat=True).get(event_id=event_id))
-
-
 def _claim(event_id: str, channel: Channel) -> Claim:
     return Claim.objects.get(event_id=event_id, channel=channel)
 
@@ -263,12 +262,23 @@ class _Step:
     that took its full timeout must not schedule its retry in the past.
     """
 
-    def __init__(self, event_id: str, lease: Lease, transports: Transports, clock: Clock, known: rows.Loaded) -> None:
+    def __init__(
+        self,
+        event_id: str,
+        lease: Lease,
+        transports: Transports,
+        clock: Clock,
+        known: rows.Loaded,
+        read: rows.StepRead,
+    ) -> None:
         self.event_id = event_id
         self.lease = lease
         self.transports = transports
         self.clock = clock
         self.known = known
+        # Read with the event as the step began. A provider's message id never changes once known.
+        self.sealed = read.sealed
+        self.provider_refs = read.provider_refs
 
     def act(self, action: NextAction, now: datetime) -> None:
         if action == NextAction.EXPIRE:
@@ -290,6 +300,12 @@ class _Step:
 
     def refresh_schedule(self, now: datetime) -> None:
         self._landed(transitions.refresh_schedule(self.event_id, now=now, lease=self.lease))
+
+    def _destinations(self) -> vault.Destinations:
+        if self.sealed is None:
+            # Read with the event, so absent only once retention purged it: no message can go out.
+            raise VaultEntry.DoesNotExist(f"no sealed destinations for {self.event_id}")
+        return vault.unseal(self.sealed)
 
     def _as_holder(self) -> dict[str, Any]:
         return {"actor": self.lease.owner, "lease": self.lease, "known": self.known}
@@ -331,7 +347,7 @@ class _Step:
         self.known = begun
 
     def _sms_message(self) -> SmsMessage:
-        destinations = _destinations(self.event_id)
+        destinations = self._destinations()
         policy = self.known.policy
         return SmsMessage(
             to=destinations.phone,
@@ -394,9 +410,9 @@ class _Step:
             self._observe(accepted)
 
     def _poll_sms(self) -> None:
-        claim = _claim(self.event_id, Channel.SMS)
+        ref = self.provider_refs.get(Channel.SMS) or _claim(self.event_id, Channel.SMS).provider_ref
         try:
-            observation = _from_receipt(Channel.SMS, Source.POLL, self.transports.sms.fetch(claim.provider_ref))
+            observation = _from_receipt(Channel.SMS, Source.POLL, self.transports.sms.fetch(ref))
         except TransientError as error:
             # Recorded all the same: it paces the next poll one interval later.
             observation = _from_error(Channel.SMS, Source.POLL, error, None)
@@ -422,7 +438,7 @@ class _Step:
         if not machine.email_has_useful_life(self.known.event, policy, now):
             self._observe(transitions.NO_USEFUL_LIFE)
             return
-        message = messages.reset_email(self.event_id, policy, _destinations(self.event_id), self.known.event.expires_at)
+        message = messages.reset_email(self.event_id, policy, self._destinations(), self.known.event.expires_at)
         self._begin(Channel.EMAIL, now)
         try:
             receipt = self.transports.email.send(message, within=call_bound(Channel.EMAIL))

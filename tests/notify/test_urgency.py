@@ -45,7 +45,7 @@ def test_turns_go_to_due_unleased_events_in_order_of_act_by_each_once(db, policy
 
     taken = []
     while (turn := transitions.take_most_urgent("this-worker", at=now)) is not None:
-        taken.append(turn[0])
+        taken.append(turn[0].event_id)
 
     eligible = [event for event, spec in zip(events, backlog, strict=True) if spec["due"] and not spec["held"]]
     act_by = {event.id: event.act_by or now for event in events}  # every one is open
@@ -59,7 +59,8 @@ def test_a_taken_turn_holds_the_lease_for_the_events_own_policy_ttl(db, policy):
     turn = transitions.take_most_urgent("this-worker", at=T0)
 
     assert turn is not None
-    event_id, lease = turn
+    read, lease = turn
+    event_id = read.event_id
 
     stored = Event.objects.get(pk=event_id)
     assert (event_id, stored.lease_owner, stored.lease_token) == (event.id, "this-worker", lease.token)
@@ -74,7 +75,8 @@ def test_an_expired_lease_gives_its_event_a_turn_with_a_new_fencing_token(db, po
     turn = transitions.take_most_urgent("this-worker", at=T0 + LEASE_TTL)
 
     assert turn is not None
-    event_id, lease = turn
+    read, lease = turn
+    event_id = read.event_id
 
     assert event_id == event.id
     assert stale is not None
