@@ -11,7 +11,6 @@ import asyncio
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import redis
 from django.core.management import call_command
 
 from bench import processes
+from bench.stats import spread
 from notify.clock import current_clock
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
 from simulator.fictional import fictional_phone
@@ -117,8 +117,8 @@ async def _drive(name: str, port: int, token: str) -> Load:
         started = time.monotonic()
         await asyncio.gather(*(client(session) for _ in range(CONCURRENCY)))
         elapsed = time.monotonic() - started
-    cuts = statistics.quantiles(latencies, n=100)
-    return Load(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000)
+    p50, p99, _ = spread(latencies)
+    return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000)
 
 
 def creation_body(rng: random.Random, *, region: str = "US", ttl_seconds: int = 600) -> dict[str, object]:

@@ -8,13 +8,13 @@ pages opened while the step workers were paused were: a page is only worth somet
 comes while the backlog is on.
 """
 
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from bench.stats import spread
 from simulator.pager_state import PagerLogEntry
 
 if TYPE_CHECKING:
@@ -151,4 +151,5 @@ def _proof_violations(block: dict[str, object], lateness: dict[str, float]) -> l
 def _spread(values: list[float]) -> dict[str, float | int] | None:
     if not values:
         return None
-    return {"count": len(values), "p50": round(statistics.median(values), 2), "max": round(max(values), 2)}
+    p50, _, top = spread(values)
+    return {"count": len(values), "p50": round(p50, 2), "max": round(top, 2)}

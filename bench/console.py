@@ -11,7 +11,6 @@ moment on the machine lands on all three alike.
 """
 
 import random
-import statistics
 import time
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from django.urls import path
 
 import config.urls
 from bench import database
+from bench.stats import spread
 from policies.models import PolicyVersion
 from runbook.access import ConsoleRequest, requires
 
@@ -90,8 +90,8 @@ def run() -> Served:
 
 
 def _timings(values: list[float]) -> Timings:
-    cuts = statistics.quantiles(values, n=100)
-    return Timings(p50_ms=statistics.median(values), p99_ms=cuts[98])
+    p50, p99, _ = spread(values)
+    return Timings(p50_ms=p50, p99_ms=p99)
 
 
 def _responder_client() -> Client:

@@ -6,14 +6,18 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
-def record(name: str, value: float, unit: str, ceiling: float) -> dict[str, float | str]:
-    """Merge one figure into ``latest.json``, keeping the figures other benchmarks wrote."""
+def record(name: str, value: float, unit: str, ceiling: float | None) -> dict[str, float | str | None]:
+    """Merge one figure into ``latest.json``, keeping the figures other benchmarks wrote.
+
+    ``ceiling``: what the figure is held to, or None where nothing is; a ratio is kept only
+    against a ceiling other than zero.
+    """
     figures = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    figure: dict[str, float | str] = {
+    figure: dict[str, float | str | None] = {
         "value": round(value, 2),
         "unit": unit,
-        "ceiling": round(ceiling, 2),
-        "ratio": round(value / ceiling, 3),
+        "ceiling": None if ceiling is None else round(ceiling, 2),
+        "ratio": round(value / ceiling, 3) if ceiling else None,
     }
     figures[name] = figure
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -23,6 +27,7 @@ def record(name: str, value: float, unit: str, ceiling: float) -> dict[str, floa
 
 def print_table() -> None:
     figures = json.loads(RESULTS.read_text())
-    print(f"{'figure':<32} {'value':>12} {'ceiling':>12} {'ratio':>7}  unit")
+    print(f"{'figure':<36} {'value':>12} {'ceiling':>12} {'ratio':>7}  unit")
     for name, figure in sorted(figures.items()):
-        print(f"{name:<32} {figure['value']:>12} {figure['ceiling']:>12} {figure['ratio']:>7}  {figure['unit']}")
+        ceiling, ratio = ("-" if figure[key] is None else figure[key] for key in ("ceiling", "ratio"))
+        print(f"{name:<36} {figure['value']:>12} {ceiling:>12} {ratio:>7}  {figure['unit']}")
