@@ -12,7 +12,7 @@ from policies.models import PolicyVersion
 
 def prepare() -> None:
     db = settings.DATABASES["default"]
-    if db["ENGINE"] != "django.db.backends.postgresql":
+    if connection.vendor != "postgresql":
         raise SystemExit("make bench needs PostgreSQL: set BENCH_DATABASE_URL to a postgres:// URL")
     admin = psycopg.connect(
         host=db["HOST"],

@@ -174,6 +174,9 @@ if DATABASE_URL:
     # request or task (CONN_HEALTH_CHECKS): one that PostgreSQL dropped (a restart,
     # pg_terminate_backend) is replaced before a statement fails on it.
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # The same backend, with a health check that asks the socket, not the server (config/database).
+        DATABASES["default"]["ENGINE"] = "config.database"
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

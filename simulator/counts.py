@@ -21,6 +21,10 @@ class Counts(TypedDict):
     """Messages created only after their create call was held past the client's patience."""
     smtp_paced_connections: int
     """SMTP connections that answered every reply slowly."""
+    smtp_connections: int
+    """SMTP connections opened by clients."""
+    sms_api_connections: int
+    """Client connections (distinct client address and port) the SMS API was called over."""
 
 
 class Tally:
@@ -38,6 +42,8 @@ class Tally:
         self.email_rejected = 0
         self.sms_accepted_late = 0
         self.smtp_paced_connections = 0
+        self.smtp_connections = 0
+        self.sms_api_peers: set[str] = set()
 
     def snapshot(self) -> Counts:
         """Return the counts as JSON-ready data."""
@@ -49,4 +55,6 @@ class Tally:
             email_rejected=self.email_rejected,
             sms_accepted_late=self.sms_accepted_late,
             smtp_paced_connections=self.smtp_paced_connections,
+            smtp_connections=self.smtp_connections,
+            sms_api_connections=len(self.sms_api_peers),
         )

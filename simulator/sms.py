@@ -32,11 +32,19 @@ _UNAUTHORIZED = TwilioError(401, 20003, "Authentication Error - invalid username
 
 def twilio_app() -> web.Application:
     """Return the API, to be mounted at ``/2010-04-01/``."""
-    app = web.Application(middlewares=[_authenticate])
+    app = web.Application(middlewares=[_count_connections, _authenticate])
     app.router.add_post("/Accounts/{account}/Messages.json", create_message)
     app.router.add_get("/Accounts/{account}/Messages.json", list_messages)
     app.router.add_get("/Accounts/{account}/Messages/{sid}.json", fetch_message)
     return app
+
+
+@web.middleware
+async def _count_connections(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count the client connections the API is called over (a kept-alive one serves many requests)."""
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    request.config_dict[STATE].tally.sms_api_peers.add(str(peer))
+    return await handler(request)
 
 
 @web.middleware

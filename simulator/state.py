@@ -70,6 +70,7 @@ class SimulatorState:
 
     def next_smtp_reply_delay(self) -> float:
         """Return how long a new SMTP connection waits before each reply (using up one paced connection)."""
+        self.tally.smtp_connections += 1
         pacing = self.smtp_pacing
         if pacing.connections <= 0:
             return 0.0

@@ -1,5 +1,12 @@
 """Email through Django's email framework over SMTP, the whole exchange under one deadline.
 
+Each worker thread keeps its SMTP connection between sends: a new one costs a TCP
+handshake, the greeting, EHLO (and STARTTLS, AUTH) and QUIT, several round trips and most
+of an email step's CPU. A kept connection is checked with NOOP before use, under a short
+bound of its own inside the send's deadline (a relay that closed it or stopped answering
+must not use up the time for the send), and replaced on any doubt. It is dropped after
+any failure: whatever state a failed exchange left it in is not worth knowing.
+
 SMTP has no lookup: a connection lost after the final ``.`` of DATA but before the
 server's reply may or may not have delivered (RFC 1047). Such a loss is reported as
 ``UnknownOutcome`` and the policy decides whether to resubmit (same Message-ID). A loss
@@ -10,6 +17,7 @@ a ``TransientError``, retried without a doubt about duplicates.
 import contextlib
 import smtplib
 import socket
+import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +34,12 @@ if TYPE_CHECKING:
 
 # What smtplib sends last for a message: the body's end, then the lone dot that hands it over.
 _FINAL_DOT = b"\r\n.\r\n"
+
+
+# How long a kept connection may take to answer NOOP before it is replaced by a new one; at
+# most this share of the send's deadline, so the send keeps most of its time.
+KEPT_CHECK_SECONDS = 0.5
+KEPT_CHECK_SHARE = 0.25
 
 
 class _DeadlineSMTP(smtplib.SMTP):
@@ -68,6 +82,23 @@ class _DeadlineBackend(EmailBackend):
         super().__init__(fail_silently=False)
         self.deadline = deadline
 
+    def reuse(self, deadline: Deadline) -> bool:
+        """Take up the kept connection under a new send's ``deadline``; False if it does not answer NOOP in time."""
+        connection = self.connection
+        if not isinstance(connection, _DeadlineSMTP):
+            return False
+        self.deadline = connection.deadline = deadline
+        connection.final_dot_sent = False
+        patience = connection.timeout
+        connection.timeout = min(KEPT_CHECK_SECONDS, deadline.remaining() * KEPT_CHECK_SHARE)
+        try:
+            code, _ = connection.noop()
+        except (OSError, smtplib.SMTPException):
+            return False
+        finally:
+            connection.timeout = patience
+        return code == 250
+
     def open(self) -> bool:
         if self.connection is not None:
             return False
@@ -85,17 +116,35 @@ class _DeadlineBackend(EmailBackend):
 
 
 class SmtpEmail:
+    def __init__(self) -> None:
+        # One kept connection per thread: a threads pool's workers must not share one exchange.
+        self._kept = threading.local()
+
     def send(self, message: EmailMessage, *, within: timedelta) -> Receipt:
         deadline = Deadline(within)
-        backend = _DeadlineBackend(deadline)
+        backend = self._backend(deadline)
         # The watchdog cuts the connection at the deadline, whichever step it is in.
         deadline.watch(lambda: backend.connection.sock if backend.connection is not None else None)
+        sent = False
         try:
-            return self._send(backend, message)
+            receipt = self._send(backend, message)
+            sent = True
+            return receipt
         finally:
             deadline.stop_watching()
-            with contextlib.suppress(OSError, smtplib.SMTPException):
-                backend.close()
+            self._kept.backend = backend if sent else None
+            if not sent:
+                _close(backend)
+
+    def _backend(self, deadline: Deadline) -> _DeadlineBackend:
+        """The kept connection if it still answers in time, else a backend that will open a new one."""
+        kept: _DeadlineBackend | None = getattr(self._kept, "backend", None)
+        self._kept.backend = None
+        if kept is not None:
+            if kept.reuse(deadline):
+                return kept
+            _close(kept)
+        return _DeadlineBackend(deadline)
 
     def _send(self, backend: _DeadlineBackend, message: EmailMessage) -> Receipt:
         try:
@@ -130,6 +179,11 @@ class SmtpEmail:
             # Django sends nothing, and says so only by this count, for a message without recipients.
             raise PermanentError("no_recipients")
         return Receipt(Normalized.ACCEPTED, "smtp_250")
+
+
+def _close(backend: _DeadlineBackend) -> None:
+    with contextlib.suppress(OSError, smtplib.SMTPException):
+        backend.close()
 
 
 def _lost(backend: _DeadlineBackend, raw_status: str, detail: str = "") -> Exception:

@@ -20,6 +20,8 @@ def test_counts_start_empty(simulator):
         "email_rejected": 0,
         "sms_accepted_late": 0,
         "smtp_paced_connections": 0,
+        "smtp_connections": 0,
+        "sms_api_connections": 0,
     }
 
 
