@@ -69,6 +69,8 @@ def _record_e2e(figures: "e2e.Figures") -> None:
             ("submit_p99_ms", load.events.submit_late_ms[1], "ms fallback allowed -> email submitted, p99", None),
             ("submit_max_ms", load.events.submit_late_ms[2], "ms fallback allowed -> email submitted, max", None),
             ("first_step_p99_ms", load.events.first_step_late_ms[1], "ms created -> first step, p99", bound),
+            ("first_step_short_p99_ms", load.events.first_step_p99_ms["short"], "ms to first step, short links", None),
+            ("first_step_long_p99_ms", load.events.first_step_p99_ms["long"], "ms to first step, long links", None),
             ("useful_short_pct", load.events.useful_pct["short"], "% short-lifetime events with a useful message", 99),
             ("useful_long_pct", load.events.useful_pct["long"], "% long-lifetime events with a useful message", None),
             ("expired_unclaimed", load.events.expired_unclaimed, "events expired with the fallback unclaimed", 0),
