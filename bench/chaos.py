@@ -297,8 +297,9 @@ def _spawn(name: str, command: list[str], env: dict[str, str] | None = None) -> 
 
 def _worker(index: int | str, *, queues: str = lanes.STEP_QUEUE) -> dict[str, object]:
     command = [
-        "celery", "-A", "config", "worker", "-Q", queues, "--loglevel", "INFO", "--concurrency", "2",
-        "--without-heartbeat", "--without-gossip", "--without-mingle", "--hostname", f"chaos{index}@%h",
+        "celery", "-A", "config", "worker", "-Q", queues, "--loglevel", "INFO", "--pool", "threads",
+        "--concurrency", "2", "--without-heartbeat", "--without-gossip", "--without-mingle",
+        "--hostname", f"chaos{index}@%h",
     ]  # fmt: skip
     # Each worker is a host of its own for the clock report; two of them with clocks 30 s off.
     offset = CLOCK_OFFSETS.get(index, 0.0) if isinstance(index, int) else 0.0

@@ -1,8 +1,8 @@
 """e2e_*: this machine's capacity end to end, and what 0.5x, 1x and 2x of it do to the deliveries.
 
 One stack stays up through the whole run: gunicorn serves the internal API, ``celery
-worker`` (``WORKERS`` prefork processes; ``BENCH_E2E_WORKERS`` and ``BENCH_E2E_POOL``
-change the count and the pool) steps the events, a second worker runs the lanes, ``celery
+worker`` (``POOL`` with ``WORKERS``: 8 threads, as in production; ``BENCH_E2E_WORKERS`` and
+``BENCH_E2E_POOL`` change the count and the pool) steps the events, a second worker runs the lanes, ``celery
 beat`` the sweeper, and the provider simulator answers with its default profile (delays,
 failures, lost receipts), on PostgreSQL and Redis. Every offering is an open-loop client
 creating events at a fixed rate: a mixed workload of half short links (``LIFETIMES``:
@@ -91,8 +91,11 @@ from simulator.process import start_simulator
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bench" / "results" / "e2e"
 BROKER = "redis://127.0.0.1:6379/12"
-WORKERS = int(os.environ.get("BENCH_E2E_WORKERS", "4"))
-POOL = os.environ.get("BENCH_E2E_POOL", "")  # celery's default (prefork) when empty
+# The production layout's step worker (deploy/Procfile.production), chosen by this benchmark:
+# 8 threads in one process reached 70/s at 4.2-5.8 ms per step, 4 prefork processes 55/s at
+# 5.3-6.5 ms (docs/benchmarks.md).
+WORKERS = int(os.environ.get("BENCH_E2E_WORKERS", "8"))
+POOL = os.environ.get("BENCH_E2E_POOL", "threads")
 SECONDS = float(os.environ.get("BENCH_E2E_SECONDS", "20"))
 LOADS = (0.5, 1.0, 2.0)  # multiples of the capacity
 # As long as a load: a rate just past capacity builds its backlog slowly, and a shorter probe
