@@ -176,6 +176,19 @@ class Decision:
 NO_ACTION = Decision(NextAction.NONE, None, None)
 
 
+def due_now(decision: Decision, now: datetime) -> bool:
+    """Whether the decision's action is to be taken now."""
+    return decision.action != NextAction.NONE and decision.due_at is not None and decision.due_at <= now
+
+
+def wake_after(decision: Decision, now: datetime, longest: timedelta) -> timedelta | None:
+    """How soon to wake the event for its next action: when it is due, never further off than ``longest``
+    (long ETAs are not relied on); None with nothing left to do."""
+    if decision.action == NextAction.NONE or decision.due_at is None:
+        return None
+    return min(max(decision.due_at - now, timedelta(0)), longest)
+
+
 def allowed_targets(state: State, fallback_available: bool) -> frozenset[State]:
     """Return the states ``state`` may move to; without a fallback ``sms_failed`` is terminal."""
     if not fallback_available:

@@ -437,6 +437,11 @@ def _lease_update(
 _WAKE_UP_NEEDED = "(wake_at IS NULL OR wake_at <= %s OR wake_at > %s)"
 
 
+def wake_up_needed(pending: datetime | None, *, at: datetime, now: datetime) -> bool:
+    """``_WAKE_UP_NEEDED`` for a pending wake-up the caller read: for a lease holder's own write."""
+    return pending is None or pending <= now or pending > at
+
+
 def record_wake_up(event_id: str, *, at: datetime, now: datetime) -> bool:
     """Record a wake-up due ``at`` unless an earlier one is pending; True if it is to be sent."""
     with connection.cursor() as cursor:

@@ -30,11 +30,27 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class HandBack:
+    """Give the lease back in the write that leaves nothing due now, with the event's next wake-up.
+
+    A worker's step ends with that write most of the time (a poll's receipt, a submit's
+    answer): releasing in the same statement saves the step one more write and its commit.
+    """
+
+    pending_wake: datetime | None  # when the event's pending wake-up is due, as the step read it
+    longest_wait: timedelta  # the wake-up is never further off than this (a poll interval)
+
+
+@dataclass(frozen=True)
 class Outcome:
     result: Effect
     # The event as this call left it: pass it as ``known`` to the caller's next write
     # to skip that write's read. It may be stale by then; the version guard catches it.
     after: rows.Loaded
+    # With a ``HandBack``: whether the write gave the lease back, and the wake-up it recorded
+    # for the caller to send (None: none needed, an earlier one is pending or nothing is left).
+    handed_back: bool = False
+    wake_at: datetime | None = None
 
     @property
     def applied(self) -> bool:
@@ -182,6 +198,7 @@ def record_observation(
     actor: str,
     lease: Lease | None = None,
     known: rows.Loaded | None = None,
+    hand_back: HandBack | None = None,
 ) -> Outcome:
     """Store an observation and apply the transition it asks for, if the table allows it.
 
@@ -193,7 +210,9 @@ def record_observation(
     def plan(loaded: rows.Loaded) -> Change | None:
         return observation_change(loaded, observation)
 
-    return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation)
+    return _apply(
+        event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation, hand_back=hand_back
+    )
 
 
 def delivery_proves_acceptance(loaded: rows.Loaded) -> bool:
@@ -214,6 +233,7 @@ def record_receipt(
     actor: str,
     lease: Lease | None = None,
     known: rows.Loaded | None = None,
+    hand_back: HandBack | None = None,
 ) -> Outcome:
     """Record a provider's report on a message, as ``record_observation`` does.
 
@@ -237,7 +257,9 @@ def record_receipt(
             if accepted.result == Effect.CONFLICT:
                 return accepted
             known = accepted.after
-    return record_observation(event_id, observation, now=now, actor=actor, lease=lease, known=known)
+    return record_observation(
+        event_id, observation, now=now, actor=actor, lease=lease, known=known, hand_back=hand_back
+    )
 
 
 def claim_email_fallback(
@@ -296,6 +318,7 @@ def _apply(
     lease: Lease | None,
     known: rows.Loaded | None = None,
     observation: ObservationInput | None = None,
+    hand_back: HandBack | None = None,
 ) -> Outcome:
     """Attempt ``plan`` against the current event until one compare-and-set lands.
 
@@ -320,11 +343,12 @@ def _apply(
                 return Outcome(Effect.CONFLICT, loaded)
         change = plan(loaded)
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
+        write, handed_back, wake_at = _hand_back(write, after, now, hand_back)
         if rows.commit(write):
             if observation is not None and _late_sms(loaded, observation):
                 tallies.add_for_event(tallies.LATE_SMS_ACCEPTANCES, event_id)
             if change is None:
-                return Outcome(effect_of(loaded, change, observation), after)
+                return Outcome(effect_of(loaded, change, observation), after, handed_back, wake_at)
             log.info(
                 "transition",
                 extra={
@@ -336,9 +360,28 @@ def _apply(
                     "actor": actor,
                 },
             )
-            return Outcome(Effect.APPLIED, after)
+            return Outcome(Effect.APPLIED, after, handed_back, wake_at)
         loaded = None
     raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
+
+
+def _hand_back(
+    write: rows.Write, after: rows.Loaded, now: datetime, hand_back: HandBack | None
+) -> tuple[rows.Write, bool, datetime | None]:
+    """Add the lease's release and the next wake-up to ``write`` if it leaves nothing due now."""
+    if hand_back is None:
+        return write, False, None
+    decision = machine.decide(after.event, after.claims, after.policy, now)
+    if machine.due_now(decision, now):
+        return write, False, None  # the holder goes on with the next action
+    fields = dict(write.event_fields, lease_owner="", lease_expires_at=None)
+    wait = machine.wake_after(decision, now, hand_back.longest_wait)
+    wake_at = None if wait is None else now + wait
+    if wake_at is not None and rows.wake_up_needed(hand_back.pending_wake, at=wake_at, now=now):
+        fields["wake_at"] = wake_at
+    else:
+        wake_at = None
+    return dataclasses.replace(write, event_fields=fields), True, wake_at
 
 
 def effect_of(loaded: rows.Loaded, change: Change | None, observation: ObservationInput | None) -> Effect:

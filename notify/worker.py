@@ -88,8 +88,8 @@ def advance(
     loaded = read.loaded
     now = clock.now()
     decision = machine.decide(loaded.event, loaded.claims, loaded.policy, now)
-    if not _due(decision, now):
-        wake_after = _wake_after(decision, now, loaded.policy.poll_interval)
+    if not machine.due_now(decision, now):
+        wake_after = machine.wake_after(decision, now, loaded.policy.poll_interval)
         return StepReport(event_id, "not_due", (), decision.action, decision.due_at, wake_after)
     lease = transitions.take_lease(event_id, owner, at=clock.pinned(), ttl=loaded.policy.lease_ttl)
     if lease is None:
@@ -142,7 +142,7 @@ def _leased_step(
     try:
         for _ in range(max_actions):
             decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
-            if not _due(decision, now):
+            if not machine.due_now(decision, now):
                 break
             if now >= renew_after:
                 # A step of several actions can outlast the lease; renew it between them so
@@ -153,19 +153,29 @@ def _leased_step(
             done.append(decision.action)
             step.act(decision.action, now)
             now = clock.now()
+            if step.handed_back is not None:
+                break  # its last write gave the lease back: nothing more is due now
         if not done:
             # Taken as due by the database's schedule, yet nothing is due: store what decide
             # says, or the event would be taken again by every wake-up until it is due.
             step.refresh_schedule(now)
         decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
-        wake_after = _wake_after(decision, now, loaded.policy.poll_interval)
+        wake_after = machine.wake_after(decision, now, loaded.policy.poll_interval)
     except Ended:
         # Whoever moved the event on schedules what follows; a re-check now costs one no-op.
         outcome, decision, wake_after = "ended", machine.NO_ACTION, timedelta(0)
     finally:
-        # The lease goes back with the next wake-up recorded on the event, in one statement.
-        wake_up = None if wake_after is None else (now + wake_after, now)
-        recorded = transitions.release_lease(event_id, lease, wake_up=wake_up)
+        handed = step.handed_back
+        if handed is None:
+            # The lease goes back with the next wake-up recorded on the event, in one statement.
+            wake_up = None if wake_after is None else (now + wake_after, now)
+            recorded = transitions.release_lease(event_id, lease, wake_up=wake_up)
+            if wake_up is not None and not recorded:
+                wake_after = None  # one no later is pending, or the lease was taken over: its holder schedules
+        else:
+            # The step's last write gave the lease back and recorded the wake-up (``transitions.HandBack``).
+            recorded = handed.wake_at is not None
+            wake_after = None if handed.wake_at is None else max(handed.wake_at - now, timedelta(0))
     log.info(
         "step",
         extra={
@@ -179,15 +189,7 @@ def _leased_step(
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         },
     )
-    if wake_up is not None and not recorded:
-        wake_after = None  # one no later is pending, or the lease was taken over: its holder schedules
     return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after, recorded)
-
-
-def _wake_after(decision: machine.Decision, now: datetime, longest: timedelta) -> timedelta | None:
-    if decision.action == NextAction.NONE or decision.due_at is None:
-        return None
-    return min(max(decision.due_at - now, timedelta(0)), longest)
 
 
 # Outcomes worth a counter of their own in /metrics (by channel).
@@ -196,10 +198,6 @@ _COUNTED = {
     Normalized.CONFIGURATION_ERROR: tallies.CONFIGURATION_ERRORS,
     Normalized.NO_USEFUL_LIFE: tallies.FALLBACKS_WITHOUT_USEFUL_LIFE,
 }
-
-
-def _due(decision: machine.Decision, now: datetime) -> bool:
-    return decision.action != NextAction.NONE and decision.due_at is not None and decision.due_at <= now
 
 
 def _from_receipt(channel: Channel, source: Source, receipt: Receipt) -> ObservationInput:
@@ -279,6 +277,9 @@ class _Step:
         # Read with the event as the step began. A provider's message id never changes once known.
         self.sealed = read.sealed
         self.provider_refs = read.provider_refs
+        self.pending_wake = read.wake_at
+        # Set by the write that gave the lease back (``_observe(..., last=True)``).
+        self.handed_back: Outcome | None = None
 
     def act(self, action: NextAction, now: datetime) -> None:
         if action == NextAction.EXPIRE:
@@ -315,9 +316,17 @@ class _Step:
             raise Ended
         self.known = outcome.after
 
-    def _observe(self, observation: ObservationInput) -> None:
+    def _observe(self, observation: ObservationInput, *, last: bool = False) -> None:
+        """Record an outcome under the lease. ``last``: the action writes nothing after it, so if
+        nothing more is due now the same write gives the lease back (``transitions.HandBack``)."""
         now = self.clock.now()
-        self._landed(transitions.record_receipt(self.event_id, observation, now=now, **self._as_holder()))
+        hand_back = transitions.HandBack(self.pending_wake, self.known.policy.poll_interval) if last else None
+        outcome = transitions.record_receipt(
+            self.event_id, observation, now=now, hand_back=hand_back, **self._as_holder()
+        )
+        self._landed(outcome)
+        if outcome.handed_back:
+            self.handed_back = outcome
         counted = _COUNTED.get(observation.normalized)
         if counted is not None:
             tallies.add_for_event(counted, self.event_id, observation.channel)
@@ -370,7 +379,7 @@ class _Step:
             unsent = isinstance(error, TransientError | ConfigurationError)
             delay = self.known.policy.poll_interval if unsent else settings.NOTIFY_SMS_LOOKUP_DELAY
             observation = _from_error(Channel.SMS, Source.SUBMIT, error, self.clock.now() + delay)
-        self._observe(observation)
+        self._observe(observation, last=True)
 
     def _recover_sms(self) -> None:
         """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind.
@@ -416,7 +425,7 @@ class _Step:
         except TransientError as error:
             # Recorded all the same: it paces the next poll one interval later.
             observation = _from_error(Channel.SMS, Source.POLL, error, None)
-        self._observe(observation)
+        self._observe(observation, last=True)
 
     def _submit_email(self, now: datetime) -> None:
         """Send the fallback email; retry under the same Message-ID until the attempt policy stops it.
@@ -453,7 +462,9 @@ class _Step:
         The outcome (an unknown one included) is on record before any give-up, so every
         physical email beyond the first is explained by a recorded unknown outcome.
         """
-        self._observe(observation)
+        # Only an acceptance is sure to be this action's last write: after any other outcome
+        # the attempt count decides whether a give-up follows.
+        self._observe(observation, last=observation.normalized == Normalized.ACCEPTED)
         if self.known.claims[Channel.EMAIL].state != ClaimState.CLAIMED:
             return
         policy = self.known.policy
