@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aiohttp
@@ -41,6 +41,8 @@ class Load:
     rate: float
     p50_ms: float
     p99_ms: float
+    cpu_ms: float  # the server's CPU per request (all gunicorn processes, from /proc)
+    requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,12 @@ def run() -> Figures:
         for number in range(ROUNDS):
             _forget_events()
             order = ("create", "ceiling") if number % 2 == 0 else ("ceiling", "create")
-            loads = {name: asyncio.run(_drive(name, port, token)) for name in order}
+            loads = {name: _measured(name, port, token, server.pid) for name in order}
             print(
                 f"  round {number + 1}: create {loads['create'].rate:.0f}/s "
-                f"(p50 {loads['create'].p50_ms:.1f} ms, p99 {loads['create'].p99_ms:.1f} ms), "
-                f"whoami {loads['ceiling'].rate:.0f}/s (p99 {loads['ceiling'].p99_ms:.1f} ms)"
+                f"(p50 {loads['create'].p50_ms:.1f} ms, p99 {loads['create'].p99_ms:.1f} ms, "
+                f"{loads['create'].cpu_ms:.1f} ms web CPU), whoami {loads['ceiling'].rate:.0f}/s "
+                f"(p99 {loads['ceiling'].p99_ms:.1f} ms, {loads['ceiling'].cpu_ms:.1f} ms web CPU)"
             )
             rounds.append((loads["create"].rate / loads["ceiling"].rate, loads))
         _, median = sorted(rounds, key=lambda pair: pair[0])[len(rounds) // 2]
@@ -89,6 +92,13 @@ def _start_gunicorn(port: int) -> subprocess.Popen[bytes]:
         return server
     server.kill()
     raise SystemExit("gunicorn did not start; see bench/results/gunicorn.log")
+
+
+def _measured(name: str, port: int, token: str, server: int) -> Load:
+    """Drive ``name`` and charge the server's CPU over the drive to its requests."""
+    before = processes.cpu_seconds(server)
+    load = asyncio.run(_drive(name, port, token))
+    return replace(load, cpu_ms=(processes.cpu_seconds(server) - before) * 1000 / max(load.requests, 1))
 
 
 async def _drive(name: str, port: int, token: str) -> Load:
@@ -118,7 +128,7 @@ async def _drive(name: str, port: int, token: str) -> Load:
         await asyncio.gather(*(client(session) for _ in range(CONCURRENCY)))
         elapsed = time.monotonic() - started
     p50, p99, _ = spread(latencies)
-    return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000)
+    return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000, cpu_ms=0.0, requests=len(latencies))
 
 
 def creation_body(rng: random.Random, *, region: str = "US", ttl_seconds: int = 600) -> dict[str, object]:

@@ -14,7 +14,7 @@ def main(selected: list[str]) -> None:
     """Run every benchmark, or only those named on the command line (cas, api, console, replay, e2e, e2e-profile)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from bench import api, cas, console, database, e2e, replay, results
+    from bench import api, api_parts, cas, console, database, e2e, replay, results
 
     def wanted(name: str) -> bool:
         return not selected or name in selected
@@ -30,6 +30,21 @@ def main(selected: list[str]) -> None:
         results.record("api_creations_per_s", served.create.rate, "events/s created over HTTP", served.ceiling.rate)
         results.record("api_create_p50_ms", served.create.p50_ms, "ms per creation, median", served.ceiling.p50_ms)
         results.record("api_create_p99_ms", served.create.p99_ms, "ms per creation, p99", served.ceiling.p99_ms)
+        results.record(
+            "api_create_web_cpu_ms", served.create.cpu_ms, "ms web CPU per creation; ceiling: per whoami",
+            served.ceiling.cpu_ms,
+        )  # fmt: skip
+        creation, callback = api_parts.run()
+        print(api_parts.table("a creation's parts", creation))
+        print(api_parts.table("a callback's parts", callback))
+        results.record(
+            "api_creation_parts_cpu_ms", sum(part.cpu_ms for part in creation),
+            "ms CPU, a creation's parts in isolation (bench/api_parts.py)", None,
+        )  # fmt: skip
+        results.record(
+            "api_callback_parts_cpu_ms", sum(part.cpu_ms for part in callback),
+            "ms CPU, a callback's parts in isolation; ceiling: the target per callback", 1.5,
+        )  # fmt: skip
     if wanted("console"):
         print("console:")
         pages = console.run()

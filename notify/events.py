@@ -8,6 +8,7 @@ from enum import StrEnum
 import phonenumbers
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
+from django.db import models
 
 from notify import machine, rows, vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
@@ -80,16 +81,16 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
     4. In one transaction, before any outbound request: the event, the claim on
        its first channel, the sealed destinations and the first transition.
     """
-    destinations = _normalized_destinations(request)
-    fingerprint = _fingerprint(request, destinations)
-    existing = _existing(request, fingerprint)
+    destinations = normalized_destinations(request)
+    fingerprint = request_fingerprint(request, destinations)
+    existing = existing_event(request, fingerprint)
     if existing is not None:
         return CreatedEvent(existing, created=False)
 
     policy = published_version(request.region)
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
-    start = _starting_point(policy, request, destinations)
+    start = starting_point(policy, request, destinations)
     expires_at = _expiry(request, now)
     shortest = machine.minimum_lifetime(policy, start.state, start.fallback_available)
     if expires_at - now <= shortest:
@@ -108,6 +109,29 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
             f"the reset may live at most {policy.max_lifetime.total_seconds():g}s under policy {policy}",
         )
 
+    event, dependents = new_rows(request, policy, start, destinations, fingerprint, expires_at, now, sends_wake_up)
+    # Before any outbound request: the event, its first claim, the sealed destinations and
+    # the first transition land together or not at all.
+    if not rows.insert_together(event, ("service", "client_key"), dependents):
+        # A concurrent request with the same client key committed first: it is now the existing one.
+        existing = existing_event(request, fingerprint)
+        if existing is None:
+            raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
+        return CreatedEvent(existing, created=False)
+    return CreatedEvent(event, created=True)
+
+
+def new_rows(
+    request: ResetRequest,
+    policy: PolicyVersion,
+    start: "Start",
+    destinations: vault.Destinations,
+    fingerprint: str,
+    expires_at: datetime,
+    now: datetime,
+    sends_wake_up: bool,
+) -> tuple[Event, list[models.Model]]:
+    """The rows a new event is: the event, its first claim, its sealed destinations and its first transition."""
     event = Event(
         id=new_event_id(),
         service=request.service,
@@ -144,25 +168,17 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
         actor=f"service:{request.service}",
         at=now,
     )
-    # Before any outbound request: the event, its first claim, the sealed destinations and
-    # the first transition land together or not at all.
-    if not rows.insert_together(event, ("service", "client_key"), [claim, sealed, created]):
-        # A concurrent request with the same client key committed first: it is now the existing one.
-        existing = _existing(request, fingerprint)
-        if existing is None:
-            raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
-        return CreatedEvent(existing, created=False)
-    return CreatedEvent(event, created=True)
+    return event, [claim, sealed, created]
 
 
 @dataclass(frozen=True)
-class _Start:
+class Start:
     state: State
     channel: Channel
     fallback_available: bool
 
 
-def _starting_point(policy: PolicyVersion, request: ResetRequest, destinations: vault.Destinations) -> _Start:
+def starting_point(policy: PolicyVersion, request: ResetRequest, destinations: vault.Destinations) -> Start:
     """Choose the first channel from the policy's channel plan and the destinations given.
 
     SMS first when the plan allows SMS; the email fallback only when the plan has one
@@ -177,7 +193,7 @@ def _starting_point(policy: PolicyVersion, request: ResetRequest, destinations: 
             raise EventRefused(
                 Refusal.INVALID_EMAIL, "email", f"policy {policy} delivers by email only: email is required"
             )
-        return _Start(State.EMAIL_CLAIMED, Channel.EMAIL, fallback_available=False)
+        return Start(State.EMAIL_CLAIMED, Channel.EMAIL, fallback_available=False)
     if not destinations.phone:
         raise EventRefused(Refusal.INVALID_PHONE, "phone", f"policy {policy} delivers by SMS: phone is required")
     calling_code = phonenumbers.parse(destinations.phone).country_code
@@ -187,10 +203,10 @@ def _starting_point(policy: PolicyVersion, request: ResetRequest, destinations: 
             "phone",
             f"policy {policy} does not allow SMS to country calling code +{calling_code}",
         )
-    return _Start(State.SMS_REQUESTED, Channel.SMS, fallback_available=policy.uses_email and bool(destinations.email))
+    return Start(State.SMS_REQUESTED, Channel.SMS, fallback_available=policy.uses_email and bool(destinations.email))
 
 
-def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
+def existing_event(request: ResetRequest, fingerprint: str) -> Event | None:
     # Raw SQL: every creation asks, and compiling the ORM query cost more CPU than the lookup.
     found = Event.objects.raw(_BY_CLIENT_KEY, [request.service, request.client_key])
     event = next(iter(found), None)
@@ -206,7 +222,7 @@ def _existing(request: ResetRequest, fingerprint: str) -> Event | None:
 _BY_CLIENT_KEY = "SELECT * FROM notify_event WHERE service = %s AND client_key = %s"
 
 
-def _normalized_destinations(request: ResetRequest) -> vault.Destinations:
+def normalized_destinations(request: ResetRequest) -> vault.Destinations:
     if request.purpose not in Purpose.values:
         raise EventRefused(Refusal.UNKNOWN_PURPOSE, "purpose", f"purpose must be one of {', '.join(Purpose.values)}")
     phone = ""
@@ -247,7 +263,7 @@ def _expiry(request: ResetRequest, now: datetime) -> datetime:
     raise EventRefused(Refusal.INVALID_EXPIRY, "expires_at", "give exactly one of expires_at and ttl_seconds")
 
 
-def _fingerprint(request: ResetRequest, destinations: vault.Destinations) -> str:
+def request_fingerprint(request: ResetRequest, destinations: vault.Destinations) -> str:
     """Return a keyed hash of everything that makes two requests "the same request"."""
     canonical = json.dumps(
         [

@@ -35,18 +35,9 @@ def _service(request: HttpRequest) -> str:
     return token.service
 
 
-@router.post("/events", response={200: CreatedEvent, 201: CreatedEvent, 400: Error, **REFUSED})
-def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
-    """Ask for a reset to be delivered. Repeating a request with the same client_key is safe.
-
-    201: created, and the first worker step is on its way. 200: this client_key was seen
-    before with the same request; nothing is sent twice. 409: it was seen with a
-    different request. 422: a field is invalid, or the region's policy refuses the
-    request (unknown region or purpose, destination not allowed, consent missing, an
-    expiry that leaves no usable time); ``error`` names the reason.
-    """
-    service = _service(request)
-    reset = ResetRequest(
+def reset_request(service: str, payload: CreateEvent) -> ResetRequest:
+    """What ``service`` asks for in a creation's validated body."""
+    return ResetRequest(
         service=service,
         client_key=payload.client_key,
         region=payload.region,
@@ -58,6 +49,20 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         ttl=timedelta(seconds=payload.ttl_seconds) if payload.ttl_seconds is not None else None,
         consent=payload.consent,
     )
+
+
+@router.post("/events", response={200: CreatedEvent, 201: CreatedEvent, 400: Error, **REFUSED})
+def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
+    """Ask for a reset to be delivered. Repeating a request with the same client_key is safe.
+
+    201: created, and the first worker step is on its way. 200: this client_key was seen
+    before with the same request; nothing is sent twice. 409: it was seen with a
+    different request. 422: a field is invalid, or the region's policy refuses the
+    request (unknown region or purpose, destination not allowed, consent missing, an
+    expiry that leaves no usable time); ``error`` names the reason.
+    """
+    service = _service(request)
+    reset = reset_request(service, payload)
     try:
         outcome = create_event(reset, now=current_clock().now(), sends_wake_up=True)
     except EventRefused as refused:

@@ -1,0 +1,174 @@
+"""Where a creation's and a callback's web CPU goes: each part timed on its own, in this process.
+
+The HTTP figures (``bench/api.py``) say how fast the whole path is; these say which part
+costs what. Each part runs ``REPEAT`` times on the benchmark's database and broker, after a
+warm-up, and is reported as CPU per call (``time.process_time``: this process's user and
+system time, so a wait on PostgreSQL or Redis counts only its client side) and wall time
+per call. The parts are the real functions the views call, in the order a request meets them.
+"""
+
+import dataclasses
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import phonenumbers
+from django.http import QueryDict
+from django.test import RequestFactory
+from twilio.request_validator import RequestValidator
+
+from bench.api import creation_body
+from notify import events, rows, tasks, transitions, vault
+from notify.api.auth import ServiceTokenAuth
+from notify.api.events import reset_request
+from notify.api.schemas import CreatedEvent, CreateEvent
+from notify.clock import current_clock
+from notify.models import Observation, ServiceToken
+from notify.states import Channel, Normalized, Source
+from notify.worker import sms_callback_url
+from policies.cache import published_version
+
+REPEAT = 300
+WARM_UP = 20
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    cpu_ms: float  # per call
+    wall_ms: float
+
+
+def run() -> tuple[list[Part], list[Part]]:
+    """Return the parts of a creation and of a signed status callback."""
+    token = ServiceToken.issue("bench-parts", now=current_clock().now())[1]
+    rng = random.Random(7)
+    bodies = [json.dumps(creation_body(rng)).encode() for _ in range(REPEAT + WARM_UP)]
+    # The gunicorn under test logs at WARNING (bench/api.py); so does this process meanwhile.
+    logging.disable(logging.INFO)
+    try:
+        return _creation_parts(token, bodies), _callback_parts(bodies)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _timed(name: str, call: Callable[[int], object]) -> Part:
+    for number in range(WARM_UP):
+        call(number)
+    cpu, wall = time.process_time(), time.perf_counter()
+    for number in range(WARM_UP, WARM_UP + REPEAT):
+        call(number)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return Part(name, cpu * 1000 / REPEAT, wall * 1000 / REPEAT)
+
+
+def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
+    auth = ServiceTokenAuth()
+    request = RequestFactory().post("/api/v1/events")
+    payloads = [CreateEvent.model_validate_json(body) for body in bodies]
+    resets = [reset_request("bench-parts", payload) for payload in payloads]
+    destinations = [events.normalized_destinations(reset) for reset in resets]
+    policy = published_version("US")
+    assert policy is not None, "the benchmark loads the default policies first"
+    now = current_clock().now()
+
+    def insert(number: int) -> object:
+        reset, sealed_for = resets[number], destinations[number]
+        start = events.starting_point(policy, reset, sealed_for)
+        fingerprint = events.request_fingerprint(reset, sealed_for)
+        event, dependents = events.new_rows(
+            reset, policy, start, sealed_for, fingerprint, now + timedelta(minutes=10), now, True
+        )
+        return rows.insert_together(event, ("service", "client_key"), dependents)
+
+    created = {"event_id": "evt_01JBENCHPARTS0000000000000", "state": "sms_requested", "region": "US",
+               "policy_version": 1, "expires_at": now, "next_action": "submit_sms",
+               "console_url": "https://console.example.org/events/evt_01JBENCHPARTS0000000000000"}  # fmt: skip
+    return [
+        _timed("token check (digest lookup)", lambda number: auth.authenticate(request, token)),
+        _timed("body parse and validation (schema)", lambda number: CreateEvent.model_validate_json(bodies[number])),
+        _timed("phone parsing (phonenumbers)", lambda number: _parse_phone(payloads[number].phone)),
+        _timed("destinations checked (phone, email, URL)", lambda n: events.normalized_destinations(resets[n])),
+        _timed("idempotency lookup (client key)", lambda number: events.existing_event(resets[number], "")),
+        _timed(
+            "sealing (Fernet) and hashing (HMAC x3)",
+            lambda number: _seal_and_hash(resets[number], destinations[number]),
+        ),
+        _timed("rows built and the INSERT (one statement)", insert),
+        _timed("wake-up publish (Celery to Redis)", lambda number: tasks.send("evt_01JBENCHPARTSNOTANEVENT00")),
+        _timed("response (schema and JSON)", lambda number: CreatedEvent.model_validate(created).model_dump_json()),
+    ]
+
+
+def _parse_phone(phone: str) -> str:
+    number = phonenumbers.parse(phone, None)
+    assert phonenumbers.is_valid_number(number)
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def _seal_and_hash(reset: events.ResetRequest, destinations: vault.Destinations) -> object:
+    vault.keyed_hash(destinations.phone)
+    vault.keyed_hash(destinations.email)
+    events.request_fingerprint(reset, destinations)
+    return vault.seal(destinations)
+
+
+def _callback_parts(bodies: list[bytes]) -> list[Part]:
+    """A delivered receipt for events in ``sms_pending``, as Twilio posts it."""
+    from django.conf import settings
+
+    now = current_clock().now()
+    created = []
+    for number, body in enumerate(bodies):
+        reset = reset_request("bench-parts", CreateEvent.model_validate_json(body))
+        reset = dataclasses.replace(reset, client_key=f"cb-{number}-{reset.client_key}")
+        event = events.create_event(reset, now=now).event
+        accepted = transitions.ObservationInput(
+            Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED, provider_ref=f"SM{number:032d}"
+        )
+        transitions.record_receipt(event.id, accepted, now=now, actor="bench")
+        created.append(event.id)
+    validator = RequestValidator(settings.TWILIO_AUTH_TOKEN)
+    posts = []
+    for number, event_id in enumerate(created):
+        params = {
+            "MessageSid": f"SM{number:032d}",
+            "MessageStatus": "delivered",
+            "AccountSid": settings.TWILIO_ACCOUNT_SID,
+        }
+        url = sms_callback_url(event_id)
+        query = QueryDict(mutable=True)
+        query.update(params)
+        posts.append((event_id, url, query, validator.compute_signature(url, params)))
+
+    def transition(number: int) -> object:
+        event_id, sid = posts[number][0], f"SM{number:032d}"
+        observation = transitions.ObservationInput(
+            Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered",
+            provider_ref=sid, dedup_key=f"{sid}:delivered",
+        )  # fmt: skip
+        return transitions.record_receipt(event_id, observation, now=current_clock().now(), actor="bench")
+
+    return [
+        _timed(
+            "signature check (X-Twilio-Signature)", lambda n: validator.validate(posts[n][1], posts[n][2], posts[n][3])
+        ),
+        _timed(
+            "dedup lookup (message, status)",
+            lambda n: Observation.objects.filter(event_id=posts[n][0], dedup_key="x").exists(),
+        ),
+        _timed("transition (observation, CAS, claim)", transition),
+    ]
+
+
+def table(title: str, parts: list[Part]) -> str:
+    lines = [f"| {title} | CPU / call | wall / call |", "|---|---|---|"]
+    lines += [f"| {part.name} | {part.cpu_ms:.3f} ms | {part.wall_ms:.3f} ms |" for part in parts]
+    lines.append(
+        f"| sum of the parts | {sum(p.cpu_ms for p in parts):.3f} ms | {sum(p.wall_ms for p in parts):.3f} ms |"
+    )
+    return "\n".join(lines)
