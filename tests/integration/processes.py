@@ -63,7 +63,18 @@ class CeleryWorker:
         self.process = subprocess.Popen(
             command, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True
         )
+        # A worker still importing Django when a test's event is created lets the event's
+        # seconds-scale SMS budget run out before its first step (seen on a loaded CI box:
+        # two workers starting together took longer than the 4 s budget), so a test would
+        # prove its fallback instead of what it means to. Wait until Celery consumes.
+        wait_for(self._ready, timeout=60, message=f"the worker logging to {self.log_path} to be ready")
         return self
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"the worker exited with {self.process.returncode}; see {self.log_path}")
+        return b" ready." in self.log_path.read_bytes()
 
     def kill(self) -> None:
         """SIGKILL the whole group: the main process and its pool children, mid-whatever."""
