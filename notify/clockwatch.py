@@ -6,6 +6,7 @@ The largest offset of the current window is written for this host at most every
 """
 
 import socket
+import threading
 import time
 
 from django.conf import settings
@@ -32,25 +33,45 @@ def host_name() -> str:
 
 
 class _Window:
-    """The largest offset (by size, sign kept) seen since the last write."""
+    """The largest offset (by size, sign kept) seen since the last write.
+
+    Threads of one process share it (a gthread web worker, a threads-pool worker): the
+    window is read and emptied under a lock, and written outside it, so that no thread
+    writes a window another has just emptied (NULL) and a slow write blocks no reader.
+    """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self.largest: float | None = None
         # Monotonic time of the last write; the first report writes at once.
         self.written_at = float("-inf")
 
     def report(self, offset: float) -> None:
-        if self.largest is None or abs(offset) > abs(self.largest):
-            self.largest = offset
-        if time.monotonic() - self.written_at >= FLUSH_EVERY:
+        with self._lock:
+            self._keep(offset)
+            due = time.monotonic() - self.written_at >= FLUSH_EVERY
+        if due:
             self.flush()
 
     def flush(self) -> None:
-        if self.largest is None:
-            return
-        with connection.cursor() as cursor:
-            cursor.execute(_UPSERT[connection.vendor], [host_name(), self.largest])
-        self.largest, self.written_at = None, time.monotonic()
+        with self._lock:
+            largest, self.largest = self.largest, None
+            if largest is None:
+                return
+            self.written_at = time.monotonic()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_UPSERT[connection.vendor], [host_name(), largest])
+        except BaseException:
+            # Not written: the offset goes back into the window and the next report tries again.
+            with self._lock:
+                self._keep(largest)
+                self.written_at = float("-inf")
+            raise
+
+    def _keep(self, offset: float) -> None:
+        if self.largest is None or abs(offset) > abs(self.largest):
+            self.largest = offset
 
 
 _window = _Window()

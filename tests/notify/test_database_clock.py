@@ -5,6 +5,8 @@ database's clock with this host's own, pinned into the statements as before: the
 clock is what let a worker running ahead take over a live lease.
 """
 
+import sys
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -163,3 +165,37 @@ def test_database_time_parses_postgresql_and_sqlite_readings():
 
     assert parse_database_time(aware) == aware
     assert parse_database_time("2026-12-04 15:00:00.000") == aware
+
+
+def test_threads_reporting_offsets_together_write_only_real_offsets(settings, monkeypatch):
+    # A gthread web worker or a threads-pool worker reads the database's clock from several
+    # threads at once; under callback load one thread wrote a window another had just
+    # emptied, sending NULL to the database: a 500 on a Twilio callback.
+    settings.NOTIFY_HOST_NAME = "threaded-host"
+    monkeypatch.setattr(clockwatch, "FLUSH_EVERY", 0.0)  # every report writes: the race at its widest
+    clockwatch.flush()
+    failures: list[BaseException] = []
+
+    def reporter(offset: float) -> None:
+        try:
+            for _ in range(400):
+                clockwatch.report(offset)
+        except BaseException as failure:  # the thread's failure is the test's
+            failures.append(failure)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reporter, args=(0.25 * (n + 1),)) for n in range(8)]
+    # Threads switch every microsecond rather than every 5 ms, as I/O makes them under load.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+    assert failures == []
+    assert 0 < HostClock.objects.get(host="threaded-host").offset_seconds <= 2.0
