@@ -5,9 +5,15 @@ to Redis; an asyncio client on loopback keeps ``CONCURRENCY`` requests in flight
 The ceiling is the same server, token check and rate limiter answering
 ``GET /api/v1/whoami``, which does no work of its own: what the framework allows.
 Rounds alternate the order of the two and the median-ratio round is reported.
+
+Then, on the same server: creations offered open-loop at ``OPEN_LOOP_RATE`` (Poisson
+arrivals, each latency counted from when the request was due, so a slow server cannot
+slow the load that measures it), and signed Twilio status callbacks ("sent", then
+"delivered") for events waiting on their SMS, with the web's CPU per callback.
 """
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -15,17 +21,27 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import redis
+from django.conf import settings
 from django.core.management import call_command
+from twilio.request_validator import RequestValidator
 
 from bench import processes
 from bench.stats import spread
+from notify.api.events import reset_request
+from notify.api.schemas import CreateEvent
 from notify.clock import current_clock
+from notify.events import create_event
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
+from notify.states import Channel, Normalized, Source
+from notify.transitions import ObservationInput, record_receipt
+from notify.worker import sms_callback_url
 from simulator.fictional import fictional_phone
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +49,10 @@ BROKER = "redis://127.0.0.1:6379/14"
 CONCURRENCY = 16
 SECONDS = 8.0
 ROUNDS = 3
+OPEN_LOOP_RATE = 100.0  # creations/s offered
+OPEN_LOOP_SECONDS = 20.0
+CALLBACK_EVENTS = 1500  # each gets two callbacks
+WARM_UP_REQUESTS = 200  # per kind, each on a new connection, so every server process gets some
 GUNICORN = ["--workers", "4", "--worker-class", "gthread", "--threads", "4", "--backlog", "512"]
 
 
@@ -49,6 +69,8 @@ class Load:
 class Figures:
     create: Load
     ceiling: Load
+    open_loop: Load  # creations at OPEN_LOOP_RATE offered
+    callback: Load
 
 
 def run() -> Figures:
@@ -57,6 +79,8 @@ def run() -> Figures:
     port = processes.free_port()
     server = _start_gunicorn(port)
     try:
+        _forget_events()
+        asyncio.run(_warm_up(port, token))
         rounds = []
         for number in range(ROUNDS):
             _forget_events()
@@ -70,7 +94,19 @@ def run() -> Figures:
             )
             rounds.append((loads["create"].rate / loads["ceiling"].rate, loads))
         _, median = sorted(rounds, key=lambda pair: pair[0])[len(rounds) // 2]
-        return Figures(median["create"], median["ceiling"])
+        _forget_events()
+        open_loop = _measured_open_loop(port, token, server.pid)
+        print(
+            f"  open loop, {OPEN_LOOP_RATE:g} creations/s offered: {open_loop.rate:.0f}/s answered, "
+            f"p50 {open_loop.p50_ms:.1f} ms, p99 {open_loop.p99_ms:.1f} ms, {open_loop.cpu_ms:.1f} ms web CPU"
+        )
+        _forget_events()
+        callback = _measured_callbacks(port, server.pid)
+        print(
+            f"  callbacks: {callback.rate:.0f}/s, p50 {callback.p50_ms:.1f} ms, p99 {callback.p99_ms:.1f} ms, "
+            f"{callback.cpu_ms:.2f} ms web CPU"
+        )
+        return Figures(median["create"], median["ceiling"], open_loop, callback)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -96,9 +132,57 @@ def _start_gunicorn(port: int) -> subprocess.Popen[bytes]:
 
 def _measured(name: str, port: int, token: str, server: int) -> Load:
     """Drive ``name`` and charge the server's CPU over the drive to its requests."""
+    return _charged(server, lambda: asyncio.run(_drive(name, port, token)))
+
+
+def _measured_open_loop(port: int, token: str, server: int) -> Load:
+    rng = random.Random("open loop")
+    count = round(OPEN_LOOP_RATE * OPEN_LOOP_SECONDS)
+    bodies = [json.dumps(creation_body(rng)).encode() for _ in range(count)]
+    gaps = [rng.expovariate(OPEN_LOOP_RATE) for _ in range(count)]
+    return _charged(server, lambda: asyncio.run(_open_loop(port, token, bodies, gaps)))
+
+
+def _measured_callbacks(port: int, server: int) -> Load:
+    pending = pending_sms_events(CALLBACK_EVENTS, "bench-callbacks")
+    posts = [
+        tuple(signed_callback(event_id, sid, status) for status in ("sent", "delivered")) for event_id, sid in pending
+    ]
+    load = _charged(server, lambda: asyncio.run(_post_callbacks(port, posts)))
+    delivered = Event.objects.filter(state="sms_delivered").count()
+    if delivered != CALLBACK_EVENTS:
+        raise SystemExit(f"callbacks: {delivered} of {CALLBACK_EVENTS} events delivered")
+    return load
+
+
+def _charged(server: int, drive: Callable[[], Load]) -> Load:
+    """Run ``drive`` and charge the server's CPU over it (every gunicorn process) to its requests."""
     before = processes.cpu_seconds(server)
-    load = asyncio.run(_drive(name, port, token))
+    load = drive()
     return replace(load, cpu_ms=(processes.cpu_seconds(server) - before) * 1000 / max(load.requests, 1))
+
+
+async def _warm_up(port: int, token: str) -> None:
+    """Creations and whoamis, each on a new connection, so that every server process has
+    compiled its validators and opened its connections before anything is measured."""
+    base = f"http://127.0.0.1:{port}/api/v1"
+    headers = {"Authorization": f"Bearer {token}"}
+    rng = random.Random("warm up")
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for _ in range(WARM_UP_REQUESTS):
+            for request in (
+                session.post(f"{base}/events", json=creation_body(rng), headers=headers),
+                session.get(f"{base}/whoami", headers=headers),
+            ):
+                async with request as response:
+                    await response.read()
+                    _check("warm up", response.status, await response.text())
+
+
+def _check(name: str, status: int, text: str) -> None:
+    if status >= 300:
+        raise SystemExit(f"{name}: unexpected {status}: {text}")
 
 
 async def _drive(name: str, port: int, token: str) -> Load:
@@ -118,8 +202,7 @@ async def _drive(name: str, port: int, token: str) -> Load:
                 request = session.get(f"{base}/whoami", headers=headers)
             async with request as response:
                 await response.read()
-                if response.status >= 300:
-                    raise SystemExit(f"{name}: unexpected {response.status}: {await response.text()}")
+                _check(name, response.status, await response.text())
             latencies.append(time.perf_counter() - started)
 
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)
@@ -129,6 +212,90 @@ async def _drive(name: str, port: int, token: str) -> Load:
         elapsed = time.monotonic() - started
     p50, p99, _ = spread(latencies)
     return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000, cpu_ms=0.0, requests=len(latencies))
+
+
+async def _open_loop(port: int, token: str, bodies: list[bytes], gaps: list[float]) -> Load:
+    """Send each body when it is due (Poisson gaps), whatever is still in flight.
+
+    A latency runs from when its request was due, not from when it was sent: a client
+    that fell behind the schedule would otherwise hide the server's queue from the figure.
+    """
+    url = f"http://127.0.0.1:{port}/api/v1/events"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    latencies: list[float] = []
+
+    async def send(session: aiohttp.ClientSession, body: bytes, due: float) -> None:
+        async with session.post(url, data=body, headers=headers) as response:
+            await response.read()
+            _check("open loop", response.status, await response.text())
+        latencies.append(time.perf_counter() - due)
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        started = due = time.perf_counter()
+        in_flight = []
+        for body, gap in zip(bodies, gaps, strict=True):
+            due += gap
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            in_flight.append(asyncio.create_task(send(session, body, due)))
+        await asyncio.gather(*in_flight)
+        elapsed = time.perf_counter() - started
+    p50, p99, _ = spread(latencies)
+    return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000, cpu_ms=0.0, requests=len(latencies))
+
+
+async def _post_callbacks(port: int, posts: list[tuple["SignedCallback", ...]]) -> Load:
+    """POST every event's callbacks in order, CONCURRENCY events at a time."""
+    latencies: list[float] = []
+    queue = list(reversed(posts))
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        while queue:
+            for post in queue.pop():
+                started = time.perf_counter()
+                url = f"http://127.0.0.1:{port}{post.path}"
+                async with session.post(
+                    url, data=post.params, headers={"X-Twilio-Signature": post.signature}
+                ) as answer:
+                    await answer.read()
+                    _check("callback", answer.status, await answer.text())
+                latencies.append(time.perf_counter() - started)
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(CONCURRENCY)))
+        elapsed = time.perf_counter() - started
+    p50, p99, _ = spread(latencies)
+    return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000, cpu_ms=0.0, requests=len(latencies))
+
+
+@dataclass(frozen=True)
+class SignedCallback:
+    path: str
+    params: dict[str, str]
+    signature: str
+
+
+def pending_sms_events(count: int, service: str) -> list[tuple[str, str]]:
+    """``count`` new events of ``service`` whose SMS the provider accepted: (event id, message sid) each."""
+    rng = random.Random("pending sms")
+    now = current_clock().now()
+    pending = []
+    for number in range(count):
+        reset = reset_request(service, CreateEvent.model_validate(creation_body(rng)))
+        event = create_event(reset, now=now).event
+        sid = f"SM{number:032d}"
+        accepted = ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED, provider_ref=sid)
+        record_receipt(event.id, accepted, now=now, actor="bench")
+        pending.append((event.id, sid))
+    return pending
+
+
+def signed_callback(event_id: str, sid: str, status: str) -> SignedCallback:
+    """A status callback as Twilio posts it for ``event_id``, signed with the account's token."""
+    params = {"MessageSid": sid, "MessageStatus": status, "AccountSid": settings.TWILIO_ACCOUNT_SID}
+    url = sms_callback_url(event_id)
+    signature = RequestValidator(settings.TWILIO_AUTH_TOKEN).compute_signature(url, params)
+    return SignedCallback(urlsplit(url).path, params, signature)
 
 
 def creation_body(rng: random.Random, *, region: str = "US", ttl_seconds: int = 600) -> dict[str, object]:

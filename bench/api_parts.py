@@ -7,7 +7,6 @@ system time, so a wait on PostgreSQL or Redis counts only its client side) and w
 per call. The parts are the real functions the views call, in the order a request meets them.
 """
 
-import dataclasses
 import json
 import logging
 import random
@@ -21,7 +20,7 @@ from django.http import QueryDict
 from django.test import RequestFactory
 from twilio.request_validator import RequestValidator
 
-from bench.api import creation_body
+from bench.api import creation_body, pending_sms_events, signed_callback
 from notify import events, rows, tasks, transitions, vault
 from notify.api.auth import ServiceTokenAuth
 from notify.api.events import reset_request
@@ -51,7 +50,7 @@ def run() -> tuple[list[Part], list[Part]]:
     # The gunicorn under test logs at WARNING (bench/api.py); so does this process meanwhile.
     logging.disable(logging.INFO)
     try:
-        return _creation_parts(token, bodies), _callback_parts(bodies)
+        return _creation_parts(token, bodies), _callback_parts()
     finally:
         logging.disable(logging.NOTSET)
 
@@ -117,33 +116,18 @@ def _seal_and_hash(reset: events.ResetRequest, destinations: vault.Destinations)
     return vault.seal(destinations)
 
 
-def _callback_parts(bodies: list[bytes]) -> list[Part]:
+def _callback_parts() -> list[Part]:
     """A delivered receipt for events in ``sms_pending``, as Twilio posts it."""
     from django.conf import settings
 
-    now = current_clock().now()
-    created = []
-    for number, body in enumerate(bodies):
-        reset = reset_request("bench-parts", CreateEvent.model_validate_json(body))
-        reset = dataclasses.replace(reset, client_key=f"cb-{number}-{reset.client_key}")
-        event = events.create_event(reset, now=now).event
-        accepted = transitions.ObservationInput(
-            Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED, provider_ref=f"SM{number:032d}"
-        )
-        transitions.record_receipt(event.id, accepted, now=now, actor="bench")
-        created.append(event.id)
+    pending = pending_sms_events(REPEAT + WARM_UP, "bench-parts")
     validator = RequestValidator(settings.TWILIO_AUTH_TOKEN)
     posts = []
-    for number, event_id in enumerate(created):
-        params = {
-            "MessageSid": f"SM{number:032d}",
-            "MessageStatus": "delivered",
-            "AccountSid": settings.TWILIO_ACCOUNT_SID,
-        }
-        url = sms_callback_url(event_id)
+    for event_id, sid in pending:
+        signed = signed_callback(event_id, sid, "delivered")
         query = QueryDict(mutable=True)
-        query.update(params)
-        posts.append((event_id, url, query, validator.compute_signature(url, params)))
+        query.update(signed.params)
+        posts.append((event_id, sms_callback_url(event_id), query, signed.signature))
 
     def transition(number: int) -> object:
         event_id, sid = posts[number][0], f"SM{number:032d}"
