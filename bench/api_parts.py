@@ -26,7 +26,7 @@ from notify.api.auth import ServiceTokenAuth
 from notify.api.events import reset_request
 from notify.api.schemas import CreatedEvent, CreateEvent
 from notify.clock import current_clock
-from notify.models import Observation, ServiceToken
+from notify.models import ServiceToken
 from notify.states import Channel, Normalized, Source
 from notify.worker import sms_callback_url
 from policies.cache import published_version
@@ -140,10 +140,6 @@ def _callback_parts() -> list[Part]:
     return [
         _timed(
             "signature check (X-Twilio-Signature)", lambda n: validator.validate(posts[n][1], posts[n][2], posts[n][3])
-        ),
-        _timed(
-            "dedup lookup (message, status)",
-            lambda n: Observation.objects.filter(event_id=posts[n][0], dedup_key="x").exists(),
         ),
         _timed("transition (observation, CAS, claim)", transition),
     ]
