@@ -92,7 +92,6 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
         _timed("body parse and validation (schema)", lambda number: CreateEvent.model_validate_json(bodies[number])),
         _timed("phone parsing (phonenumbers)", lambda number: _parse_phone(payloads[number].phone)),
         _timed("destinations checked (phone, email, URL)", lambda n: events.normalized_destinations(resets[n])),
-        _timed("idempotency lookup (client key)", lambda number: events.existing_event(resets[number], "")),
         _timed(
             "sealing (Fernet) and hashing (HMAC x3)",
             lambda number: _seal_and_hash(resets[number], destinations[number]),

@@ -73,20 +73,40 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
     soon as this commits. Otherwise the event waits for ``tasks.wake`` or the sweeper.
 
     1. Validate and normalize the request (nothing is stored for a refused one).
-    2. A (service, client key) seen before returns its event if the request is the
-       same, and is refused as a conflict if it differs.
-    3. Resolve the region's active policy; refuse what it does not allow (missing
+    2. Resolve the region's active policy; refuse what it does not allow (missing
        consent, a destination outside its countries), an expiry that leaves no
        usable action budget, and one past the policy's longest lifetime.
-    4. In one transaction, before any outbound request: the event, the claim on
-       its first channel, the sealed destinations and the first transition.
+    3. In one statement, before any outbound request: the event, the claim on its
+       first channel, the sealed destinations and the first transition.
+    4. A (service, client key) seen before returns its event if the request is the
+       same, and is refused as a conflict if it differs. It is looked up only where
+       the INSERT found the key taken or the policy refused: a first request, the
+       common case, pays for no lookup. A replay is answered with its event even
+       where the policy would refuse the request today (it changed, or time ran on).
     """
     destinations = normalized_destinations(request)
     fingerprint = request_fingerprint(request, destinations)
-    existing = existing_event(request, fingerprint)
-    if existing is not None:
+    try:
+        event, dependents = _new_event(request, destinations, fingerprint, now, sends_wake_up)
+    except EventRefused:
+        existing = existing_event(request, fingerprint)
+        if existing is None:
+            raise
         return CreatedEvent(existing, created=False)
+    # The INSERT does nothing where the client key is taken (an earlier request, or a
+    # concurrent twin that committed first): that one is then the existing event.
+    if not rows.insert_together(event, ("service", "client_key"), dependents):
+        existing = existing_event(request, fingerprint)
+        if existing is None:
+            raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
+        return CreatedEvent(existing, created=False)
+    return CreatedEvent(event, created=True)
 
+
+def _new_event(
+    request: ResetRequest, destinations: vault.Destinations, fingerprint: str, now: datetime, sends_wake_up: bool
+) -> tuple[Event, list[models.Model]]:
+    """The rows of the event ``request`` asks for, if the region's policy allows it."""
     policy = published_version(request.region)
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
@@ -109,16 +129,9 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
             f"the reset may live at most {policy.max_lifetime.total_seconds():g}s under policy {policy}",
         )
 
-    event, dependents = new_rows(request, policy, start, destinations, fingerprint, expires_at, now, sends_wake_up)
     # Before any outbound request: the event, its first claim, the sealed destinations and
-    # the first transition land together or not at all.
-    if not rows.insert_together(event, ("service", "client_key"), dependents):
-        # A concurrent request with the same client key committed first: it is now the existing one.
-        existing = existing_event(request, fingerprint)
-        if existing is None:
-            raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
-        return CreatedEvent(existing, created=False)
-    return CreatedEvent(event, created=True)
+    # the first transition land together or not at all (create_event inserts them).
+    return new_rows(request, policy, start, destinations, fingerprint, expires_at, now, sends_wake_up)
 
 
 def new_rows(

@@ -3,6 +3,8 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from notify import vault
 from notify.events import EventRefused, Refusal, create_event
@@ -57,6 +59,28 @@ def test_the_same_request_twice_returns_the_same_event(db, policy, clock):
     assert (first.created, again.created) == (True, False)
     assert again.event.id == first.event.id
     assert Claim.objects.count() == 1
+
+
+def test_a_replay_is_answered_with_its_event_even_where_the_request_would_be_refused_now(db, policy, clock):
+    # Answering a replay is not creating: time ran on, and the fixed expiry no longer leaves
+    # a budget, yet the service retrying its request must learn of the event it made.
+    request = reset_request(client_key="k-1", ttl=None, expires_at=clock.now() + timedelta(seconds=600))
+    first = create_event(request, now=clock.now())
+
+    again = create_event(request, now=clock.now() + timedelta(seconds=590))
+
+    assert (again.created, again.event.id) == (False, first.event.id)
+
+
+def test_a_first_request_is_written_without_looking_its_client_key_up(db, policy, clock):
+    # The common case pays for no lookup: the INSERT itself finds a taken client key.
+    with CaptureQueriesContext(connection) as statements:
+        created = create_event(reset_request(), now=clock.now())
+
+    assert created.created
+    assert not [
+        query["sql"] for query in statements.captured_queries if query["sql"].startswith("SELECT * FROM notify_event")
+    ]
 
 
 def test_the_same_client_key_with_a_different_request_is_a_conflict(db, policy, clock):
