@@ -9,10 +9,9 @@ function as every other observation. It answers in two statements or so.
 import json
 import logging
 import time
-from contextlib import nullcontext
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -58,12 +57,8 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
         dedup_key=dedup_key,
     )
     now = current_clock().now()
-    # Served in autocommit the refused duplicate aborts nothing; inside a caller's transaction
-    # (an atomic test, a request wrapped by middleware) a savepoint keeps it from aborting that.
-    guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
     try:
-        with guard:
-            outcome = transitions.record_receipt(event_id, observation, now=now, actor=ACTOR)
+        outcome = transitions.record_receipt(event_id, observation, now=now, actor=ACTOR)
     except IntegrityError:
         # The same report again, or racing itself: the other copy was stored, this one wrote nothing.
         return _answer(event_id, status, "duplicate", started)

@@ -144,9 +144,17 @@ def commit(write: Write) -> bool:
     (data-modifying CTEs that run only if the UPDATE matched), so a transition is one
     round trip and atomic without an explicit transaction. SQLite runs the same
     steps one by one inside a transaction.
+
+    A write refused by a constraint (a callback's retried report meets the observation's
+    unique ``(event, dedup_key)``) raises IntegrityError having written nothing, on both
+    databases, whether or not the caller holds a transaction: inside one, the statement
+    gets a savepoint, so that the refusal does not abort the caller's work.
     """
     if connection.vendor == "postgresql":
-        return _commit_in_one_statement(write)
+        if not connection.in_atomic_block:
+            return _commit_in_one_statement(write)
+        with transaction.atomic():
+            return _commit_in_one_statement(write)
     with transaction.atomic():
         return _commit_step_by_step(write)
 
