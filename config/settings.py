@@ -140,16 +140,21 @@ if importlib.util.find_spec("aiohttp") is not None:
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "config.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.middleware.AuthenticationMiddleware",
+    "config.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    "config.middleware.CSPMiddleware",
+    "config.middleware.HtmxMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+
+# Paths that programs call, not people: the internal API (its documentation page excepted) and
+# Twilio's callbacks. The console's middleware (sessions, users, messages, the CSP header,
+# htmx) is skipped on them: config/middleware.py.
+MACHINE_PATHS = ("/api/v1/events", "/api/v1/whoami", "/callbacks/")
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
