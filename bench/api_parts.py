@@ -29,7 +29,7 @@ from notify.clock import current_clock
 from notify.models import ServiceToken
 from notify.states import Channel, Normalized, Source
 from notify.worker import sms_callback_url
-from policies.cache import published_version
+from policies.cache import published_version, still_published
 
 REPEAT = 300
 WARM_UP = 20
@@ -82,7 +82,7 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
         event, dependents = events.new_rows(
             reset, policy, start, sealed_for, fingerprint, now + timedelta(minutes=10), now, True
         )
-        return rows.insert_together(event, ("service", "client_key"), dependents)
+        return rows.insert_together(event, ("service", "client_key"), dependents, only_if=still_published(policy))
 
     created = {"event_id": "evt_01JBENCHPARTS0000000000000", "state": "sms_requested", "region": "US",
                "policy_version": 1, "expires_at": now, "next_action": "submit_sms",

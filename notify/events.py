@@ -13,7 +13,7 @@ from django.db import models
 from notify import machine, rows, vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
 from notify.states import Cause, Channel, Purpose, State
-from policies.cache import published_version
+from policies.cache import presumed_published, published_version, still_published
 from policies.models import PolicyVersion
 
 
@@ -83,31 +83,59 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
        the INSERT found the key taken or the policy refused: a first request, the
        common case, pays for no lookup. A replay is answered with its event even
        where the policy would refuse the request today (it changed, or time ran on).
+
+    The policy is the version this process last saw published in the region: asking which
+    one is would cost every creation a round trip, and publishing is rare. The INSERT is
+    written only if that version is still the published one when it runs; where it was
+    not, or where the version refused the request, the region's version is read afresh
+    and, if another is published now, the request is judged again under that one.
     """
     destinations = normalized_destinations(request)
     fingerprint = request_fingerprint(request, destinations)
-    try:
-        event, dependents = _new_event(request, destinations, fingerprint, now, sends_wake_up)
-    except EventRefused:
+    policy = presumed_published(request.region)
+    while True:
+        refusal: EventRefused | None = None
+        try:
+            event, dependents = _new_event(request, policy, destinations, fingerprint, now, sends_wake_up)
+        except EventRefused as refused:
+            refusal = refused
+        else:
+            if rows.insert_together(
+                event, ("service", "client_key"), dependents, only_if=still_published(event.policy)
+            ):
+                return CreatedEvent(event, created=True)
+        # Refused, or nothing written: the version may no longer be the published one (judge
+        # again under the one that is); else the client key is taken (an earlier request, or a
+        # concurrent twin that committed first), and that event answers.
+        policy, changed = _published_now(request.region, policy)
+        if changed:
+            continue
         existing = existing_event(request, fingerprint)
-        if existing is None:
-            raise
-        return CreatedEvent(existing, created=False)
-    # The INSERT does nothing where the client key is taken (an earlier request, or a
-    # concurrent twin that committed first): that one is then the existing event.
-    if not rows.insert_together(event, ("service", "client_key"), dependents):
-        existing = existing_event(request, fingerprint)
-        if existing is None:
-            raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
-        return CreatedEvent(existing, created=False)
-    return CreatedEvent(event, created=True)
+        if existing is not None:
+            return CreatedEvent(existing, created=False)
+        if refusal is not None:
+            raise refusal
+        raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
+
+
+def _published_now(region: str, presumed: PolicyVersion | None) -> tuple[PolicyVersion | None, bool]:
+    """The region's published version read afresh, and whether it differs from ``presumed``.
+
+    Each retry follows a publication that committed since the last read, so the loop in
+    ``create_event`` ends as soon as publishing stops for the moment one takes."""
+    version = published_version(region)
+    return version, getattr(version, "pk", None) != getattr(presumed, "pk", None)
 
 
 def _new_event(
-    request: ResetRequest, destinations: vault.Destinations, fingerprint: str, now: datetime, sends_wake_up: bool
+    request: ResetRequest,
+    policy: PolicyVersion | None,
+    destinations: vault.Destinations,
+    fingerprint: str,
+    now: datetime,
+    sends_wake_up: bool,
 ) -> tuple[Event, list[models.Model]]:
     """The rows of the event ``request`` asks for, if the region's policy allows it."""
-    policy = published_version(request.region)
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
     start = starting_point(policy, request, destinations)

@@ -159,20 +159,28 @@ def commit(write: Write) -> bool:
         return _commit_step_by_step(write)
 
 
-def insert_together(parent: models.Model, unique: tuple[str, ...], dependents: list[models.Model]) -> bool:
-    """INSERT ``parent`` and the rows that hang on it, all or none; False if ``unique`` is taken.
+def insert_together(
+    parent: models.Model,
+    unique: tuple[str, ...],
+    dependents: list[models.Model],
+    *,
+    only_if: tuple[str, list[Any]] | None = None,
+) -> bool:
+    """INSERT ``parent`` and the rows that hang on it, all or none; False if nothing was written.
 
     The API creates an event with its claim, vault entry and first transition on every
     request: on PostgreSQL that is one statement (the dependents are inserted only if
     the parent was), with no ORM query to compile and no transaction round trips. A
-    parent whose ``unique`` columns are taken (a concurrent twin request) inserts nothing.
+    parent whose ``unique`` columns are taken (a concurrent twin request) inserts nothing,
+    and so does one where the SQL condition ``only_if`` (with its parameters) is false.
     """
     instances = [parent, *dependents]
     rows = [(type(instance)._meta.db_table, _model_row(instance)) for instance in instances]
     (parent_table, parent_row), dependent_rows = rows[0], rows[1:]
-    params = _params(parent_row)
+    condition, params = only_if or ("", [])
+    params = _params(parent_row) + params
     conflict = f"ON CONFLICT ({', '.join(unique)}) DO NOTHING"
-    parent_insert = f"{_insert_sql(parent_table, parent_row)} {conflict}"
+    parent_insert = f"{_insert_sql(parent_table, parent_row, where=condition)} {conflict}"
     if connection.vendor != "postgresql":
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(parent_insert, params)
@@ -219,14 +227,17 @@ def insert(table: str, row: Mapping[str, object]) -> int:
     return int(row_id)
 
 
-def _insert_sql(table: str, row: Mapping[str, object], *, source: str = "", link: str = "") -> str:
+def _insert_sql(table: str, row: Mapping[str, object], *, source: str = "", link: str = "", where: str = "") -> str:
     """``INSERT`` of one row's values; with ``source`` (a CTE's name) selected ``FROM`` it, so the
-    row is inserted only if that CTE returned a row; ``link`` is an SQL expression for ``observation_id``."""
+    row is inserted only if that CTE returned a row; with ``where``, only if that condition holds;
+    ``link`` is an SQL expression for ``observation_id``."""
     columns, values = ", ".join(row), _placeholders(row)
     if link:
         columns, values = f"{columns}, observation_id", f"{values}, {link}"
     if source:
         return f"INSERT INTO {table} ({columns}) SELECT {values} FROM {source}"
+    if where:
+        return f"INSERT INTO {table} ({columns}) SELECT {values} WHERE {where}"
     return f"INSERT INTO {table} ({columns}) VALUES ({values})"
 
 

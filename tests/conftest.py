@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from notify.clock import FakeClock
-from policies.cache import policy_version
+from policies import cache as policy_cache
 from tests.factories import PolicyVersionFactory
 from tests.providers import simulated_transports
 
@@ -13,9 +13,9 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(autouse=True)
 def _forget_cached_policies():
-    # The cache relies on primary keys never being reused; a test's rolled-back transaction
-    # (SQLite's sequence included) can reuse them, so each test starts with it empty.
-    policy_version.cache_clear()
+    # The caches rely on primary keys never being reused; a test's rolled-back transaction
+    # (SQLite's sequence included) can reuse them, so each test starts with them empty.
+    policy_cache.forget()
 
 
 @pytest.fixture

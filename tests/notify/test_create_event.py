@@ -72,15 +72,57 @@ def test_a_replay_is_answered_with_its_event_even_where_the_request_would_be_ref
     assert (again.created, again.event.id) == (False, first.event.id)
 
 
-def test_a_first_request_is_written_without_looking_its_client_key_up(db, policy, clock):
-    # The common case pays for no lookup: the INSERT itself finds a taken client key.
+@pytest.mark.postgres  # SQLite's path writes the rows one statement each
+def test_a_first_request_is_one_statement_once_the_region_s_version_was_seen(db, policy, clock):
+    # The common case pays for no lookup: the INSERT itself finds a taken client key, and
+    # checks that the version this process last saw published still is.
+    create_event(reset_request(), now=clock.now())
+
     with CaptureQueriesContext(connection) as statements:
         created = create_event(reset_request(), now=clock.now())
 
     assert created.created
-    reads = [query["sql"] for query in statements.captured_queries if query["sql"].lstrip().startswith("SELECT")]
-    assert reads, "the policy's freshness is still read"
-    assert not [sql for sql in reads if "notify_event" in sql]
+    [insert] = [query["sql"] for query in statements.captured_queries]
+    assert insert.lstrip().startswith("WITH parent AS (INSERT INTO notify_event")
+    assert "policies_policyversion" in insert
+
+
+def _publish_elsewhere(retired, **fields):
+    """Publish a new version of ``retired``'s region as another process would: this one's
+    presumption of the published version is left as it was."""
+    type(retired).objects.filter(pk=retired.pk).update(status=Status.RETIRED)
+    return PolicyVersionFactory.create(region=retired.region, number=retired.number + 1, **fields)
+
+
+def test_a_creation_after_a_publication_elsewhere_is_pinned_to_the_new_version(db, policy, clock):
+    create_event(reset_request(), now=clock.now())
+    newer = _publish_elsewhere(policy)
+
+    created = create_event(reset_request(), now=clock.now())
+
+    assert created.created
+    assert Event.objects.get(pk=created.event.id).policy_id == newer.pk
+    assert Event.objects.count() == 2
+
+
+def test_a_request_the_old_version_refused_is_judged_under_the_one_published_since(db, policy, clock):
+    create_event(reset_request(), now=clock.now())
+    _publish_elsewhere(policy, allowed_sms_country_codes=[1, 33])
+
+    created = create_event(reset_request(phone="+33612345678"), now=clock.now())
+
+    assert created.created
+
+
+def test_a_region_whose_version_was_retired_elsewhere_is_refused_as_unknown(db, policy, clock):
+    create_event(reset_request(), now=clock.now())
+    type(policy).objects.filter(pk=policy.pk).update(status=Status.RETIRED)
+
+    with pytest.raises(EventRefused) as refused:
+        create_event(reset_request(), now=clock.now())
+
+    assert refused.value.reason == Refusal.UNKNOWN_REGION
+    assert Event.objects.count() == 1
 
 
 def test_the_same_client_key_with_a_different_request_is_a_conflict(db, policy, clock):
