@@ -57,12 +57,7 @@ def send(event_id: str, *, countdown: float = 0.0) -> None:
     and the sweeper enqueues it later, so a failed send is logged, not raised.
     """
     try:
-        # argsrepr/kwargsrepr given: Celery would otherwise build them with saferepr on
-        # every publish, the slowest part of a creation's wake-up after the broker round trip.
-        # (Celery passes them on as message options; celery-types does not list them.)
-        advance.apply_async(  # type: ignore[call-arg]
-            (event_id,), countdown=countdown, argsrepr=repr((event_id,)), kwargsrepr="{}"
-        )
+        advance.apply_async((event_id,), countdown=countdown)
     except OperationalError as error:
         log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
 
