@@ -116,7 +116,8 @@ def roll_up(now: datetime) -> RolledUp:
     1. Lock both watermarks (a concurrent roll-up waits, then starts where this ends).
     2. Transitions past the mark: a fallback claim adds the reset's remaining lifetime
        to its histogram; an expiry with no channel at a final outcome counts as expired
-       without outcome.
+       without outcome. A creation (no from-state) is neither: an email-only event is
+       created with its email claimed, which is its first channel, not a fallback.
     3. SMS observations past the mark that are the event's first terminal one: the time
        from the SMS intent (the event's creation) to it; a delivery after the email was
        claimed counts as a late SMS after a fallback.
@@ -159,7 +160,7 @@ def _roll_transitions(mark: TallyWatermark, cutoff: datetime, additions: Additio
         SELECT t.id, t.to_state, t.at, e.region, e.expires_at,
                EXISTS (SELECT 1 FROM notify_claim c WHERE c.event_id = t.event_id AND ({_CHANNEL_OUTCOME}))
         FROM notify_transition t JOIN notify_event e ON e.id = t.event_id
-        WHERE t.id > %s AND t.id <= %s AND t.to_state IN ('email_claimed', 'expired')
+        WHERE t.id > %s AND t.id <= %s AND t.to_state IN ('email_claimed', 'expired') AND t.from_state <> ''
         ORDER BY t.id LIMIT {BATCH}
         """,
         [mark.last_id, upper],

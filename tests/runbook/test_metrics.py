@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from notify import tallies, transitions
 from notify.models import Event, Transition
 from notify.states import Cause, Channel, Normalized, Source, State
+from policies.models import ChannelPlan
 from runbook import risk
 from runbook.metrics import _page_outbox
 from runbook.models import Page, PageMode
@@ -97,6 +98,20 @@ def test_rolling_up_twice_counts_nothing_twice(client, policy, clock, simulator,
     assert settle(clock).transitions == 0
     count = ("reset_delivery_fallback_claim_remaining_lifetime_seconds_count", (("region", "US"),))
     assert scrape(client)[count] == 1
+
+
+def test_an_event_created_on_its_email_is_no_fallback_claim(client, clock):
+    # Email-only policy: the event is created in email_claimed; that is its first channel,
+    # not a fallback, and must not count in the fallback histogram (nor the late-fallback
+    # alert's denominator, its count).
+    PolicyVersionFactory.create(channel_plan=ChannelPlan.EMAIL_ONLY)
+    event = new_event(clock.now())
+    assert Transition.objects.get(event=event).to_state == State.EMAIL_CLAIMED
+
+    settle(clock)
+
+    count = ("reset_delivery_fallback_claim_remaining_lifetime_seconds_count", (("region", "US"),))
+    assert scrape(client).get(count, 0) == 0
 
 
 def test_a_roll_up_leaves_rows_that_may_still_be_committing_for_the_next(policy, clock, simulator, transports):
