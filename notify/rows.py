@@ -177,8 +177,8 @@ def insert_together(
     instances = [parent, *dependents]
     rows = [(type(instance)._meta.db_table, _model_row(instance)) for instance in instances]
     (parent_table, parent_row), dependent_rows = rows[0], rows[1:]
-    condition, params = only_if or ("", [])
-    params = _params(parent_row) + params
+    condition, condition_params = only_if or ("", [])
+    params = _params(parent_row) + condition_params
     conflict = f"ON CONFLICT ({', '.join(unique)}) DO NOTHING"
     parent_insert = f"{_insert_sql(parent_table, parent_row, where=condition)} {conflict}"
     if connection.vendor != "postgresql":

@@ -72,6 +72,16 @@ def test_a_replay_is_answered_with_its_event_even_where_the_request_would_be_ref
     assert (again.created, again.event.id) == (False, first.event.id)
 
 
+def test_a_first_request_is_written_without_looking_its_client_key_up(db, policy, clock):
+    # The common case pays for no lookup: the INSERT itself finds a taken client key.
+    with CaptureQueriesContext(connection) as statements:
+        created = create_event(reset_request(), now=clock.now())
+
+    assert created.created
+    reads = [query["sql"] for query in statements.captured_queries if query["sql"].lstrip().startswith("SELECT")]
+    assert not [sql for sql in reads if "notify_event" in sql]
+
+
 @pytest.mark.postgres  # SQLite's path writes the rows one statement each
 def test_a_first_request_is_one_statement_once_the_region_s_version_was_seen(db, policy, clock):
     # The common case pays for no lookup: the INSERT itself finds a taken client key, and
