@@ -88,6 +88,15 @@ def has_channel_outcome(claim_states: Mapping[Channel, str]) -> bool:
     return any(state in CHANNEL_OUTCOMES[channel] for channel, state in claim_states.items())
 
 
+# The evidence that gives its channel an outcome: the observations that put a claim in one of
+# CHANNEL_OUTCOMES. "Expired without outcome" is judged at the link's expiry, by whether any
+# such evidence had arrived by then; a receipt after expiry came too late for the subscriber,
+# so neither the live roll-up nor replay lets it clear the expiry, however soon they look.
+OUTCOME_EVIDENCE: frozenset[tuple[Channel, Normalized]] = frozenset(
+    pair for pair, claim_state in OBSERVATION_CLAIM_STATES.items() if claim_state in CHANNEL_OUTCOMES[pair[0]]
+)
+
+
 class Step(Enum):
     POLL = "poll_cost"
     SELECT = "select_cost"

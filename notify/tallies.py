@@ -50,10 +50,10 @@ BATCH = 5000
 # their clocks in sync (NTP): half a minute is a wide margin for all three.
 SETTLE = timedelta(seconds=30)
 _SMS_TERMINAL = ("delivered", "terminal_failure", "rejected")
-# machine.CHANNEL_OUTCOMES as SQL over a claim ``c`` (values from the enums, never from input).
-_CHANNEL_OUTCOME = " OR ".join(
-    f"(c.channel = '{channel.value}' AND c.state IN ({', '.join(repr(state.value) for state in sorted(states))}))"
-    for channel, states in machine.CHANNEL_OUTCOMES.items()
+# machine.OUTCOME_EVIDENCE as SQL over an observation ``o`` (values from the enums, never from input).
+_OUTCOME_EVIDENCE = " OR ".join(
+    f"(o.channel = '{channel.value}' AND o.normalized = '{normalized.value}')"
+    for channel, normalized in sorted(machine.OUTCOME_EVIDENCE)
 )
 
 _UPSERT = """
@@ -115,9 +115,11 @@ def roll_up(now: datetime) -> RolledUp:
 
     1. Lock both watermarks (a concurrent roll-up waits, then starts where this ends).
     2. Transitions past the mark: a fallback claim adds the reset's remaining lifetime
-       to its histogram; an expiry with no channel at a final outcome counts as expired
-       without outcome. A creation (no from-state) is neither: an email-only event is
-       created with its email claimed, which is its first channel, not a fallback.
+       to its histogram; an expiry counts as expired without outcome unless evidence of a
+       channel's outcome had arrived by the link's expiry (``machine.OUTCOME_EVIDENCE``;
+       evidence a writer that had lost the event kept does not count, it moved nothing).
+       A creation (no from-state) is neither: an email-only event is created with its
+       email claimed, which is its first channel, not a fallback.
     3. SMS observations past the mark that are the event's first terminal one: the time
        from the SMS intent (the event's creation) to it; a delivery after the email was
        claimed counts as a late SMS after a fallback.
@@ -158,7 +160,9 @@ def _roll_transitions(mark: TallyWatermark, cutoff: datetime, additions: Additio
     rows = _rows(
         f"""
         SELECT t.id, t.to_state, t.at, e.region, e.expires_at,
-               EXISTS (SELECT 1 FROM notify_claim c WHERE c.event_id = t.event_id AND ({_CHANNEL_OUTCOME}))
+               EXISTS (SELECT 1 FROM notify_observation o
+                       WHERE o.event_id = t.event_id AND o.recorded_at <= e.expires_at
+                         AND o.effect <> 'conflict' AND ({_OUTCOME_EVIDENCE}))
         FROM notify_transition t JOIN notify_event e ON e.id = t.event_id
         WHERE t.id > %s AND t.id <= %s AND t.to_state IN ('email_claimed', 'expired') AND t.from_state <> ''
         ORDER BY t.id LIMIT {BATCH}

@@ -83,6 +83,8 @@ class _Sim:
     facts: list[tuple[datetime, int, Observation]] = field(default_factory=list)
     sms_accepted_at: datetime | None = None  # when the provider has the message
     sms_attempt_started_at: datetime = EPOCH  # when the current SMS submit began (the claim's)
+    # When a channel first reached an outcome: an expiry is judged by whether this came by then.
+    outcome_at: datetime | None = None
     email_attempts: int = 0
     scheduled: int = 0  # ties between facts at the same time go in the order they were made
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
@@ -248,6 +250,10 @@ def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime | None, now:
 
 def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
     _move(sim, transitions.observation_change(sim.loaded, observation), observation, now)
+    if sim.outcome_at is None and machine.has_channel_outcome(
+        {channel: claim.state for channel, claim in sim.loaded.claims.items()}
+    ):
+        sim.outcome_at = now
 
 
 def _move(sim: _Sim, change: transitions.Change | None, observation: Observation | None, now: datetime) -> None:
@@ -305,7 +311,9 @@ def _finish(sim: _Sim) -> Outcome:
         email_step = machine.time_needed(State.EMAIL_CLAIMED, sim.policy, True).total_seconds()
         outcome.useless_fallback = outcome.claim_remaining_s < email_step
     outcome.claims = {channel: claim.state for channel, claim in sim.loaded.claims.items()}
-    outcome.expired_without_outcome = outcome.final_state == State.EXPIRED and not machine.has_channel_outcome(
-        outcome.claims
+    # Judged at expiry, as the live roll-up does (machine.OUTCOME_EVIDENCE): a receipt after
+    # the link expired, drained here long after, does not clear it.
+    outcome.expired_without_outcome = outcome.final_state == State.EXPIRED and (
+        sim.outcome_at is None or sim.outcome_at > sim.loaded.event.expires_at
     )
     return outcome

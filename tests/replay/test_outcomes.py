@@ -166,6 +166,16 @@ def test_an_sms_only_event_delivered_late_is_not_expired_but_was_at_risk(db):
     assert result.paged
 
 
+@pytest.mark.parametrize("after_expiry_s", [10, 60, 2700])
+def test_a_receipt_after_expiry_does_not_clear_an_expiry_without_outcome(db, after_expiry_s):
+    # Judged at expiry, as the live roll-up judges it: the receipt came too late, however soon after.
+    policy = PolicyVersionFactory.build(channel_plan="sms_only")
+    result = simulate(timing(terminal=600 + after_expiry_s, outcome="delivered"), policy)
+    assert result.final_state == State.EXPIRED
+    assert result.claims[Channel.SMS] == ClaimState.DELIVERED  # the evidence is kept all the same
+    assert result.expired_without_outcome
+
+
 def test_an_event_that_leaves_the_margin_in_time_is_not_paged(db):
     policy = PolicyVersionFactory.build(channel_plan="sms_only")
     result = simulate(timing(terminal=560, outcome="delivered"), policy)

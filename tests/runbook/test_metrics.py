@@ -91,6 +91,39 @@ def test_worker_outcomes_show_up_as_counters_and_histograms(client, policy, cloc
     assert effects == EFFECTS_SEEN
 
 
+@pytest.mark.parametrize("after_expiry_s", [10, 60, 2700])
+def test_a_receipt_after_expiry_does_not_clear_an_expiry_without_outcome(
+    client, policy, clock, simulator, transports, after_expiry_s
+):
+    # Judged at the link's expiry, whenever the roll-up runs and whenever the receipt came after it.
+    stranded = scripted_event(simulator, clock, statuses=NO_RECEIPT, email="")
+    run_until_settled(stranded.id, transports, clock)
+    expired = Event.objects.get(pk=stranded.id)
+    assert expired.state == State.EXPIRED
+    clock.advance((expired.expires_at - clock.now()).total_seconds() + after_expiry_s)
+    transitions.record_receipt(
+        stranded.id,
+        transitions.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered"),
+        now=clock.now(),
+        actor="callback",
+    )
+
+    settle(clock)
+
+    assert scrape(client)[("reset_delivery_expired_without_outcome_total", (("region", "US"),))] == 1
+
+
+def test_an_outcome_by_expiry_is_no_expiry_without_outcome(client, clock, simulator, transports):
+    # The SMS is refused at once; the relay defers every email until the link expires. The
+    # event expires, but with the SMS's failure on record before expiry: that is an outcome.
+    PolicyVersionFactory.create(email_attempt_limit=50, email_backoff=timedelta(seconds=30))
+    refused = scripted_event(simulator, clock, create=("reject",), smtp=("temp_fail",) * 50)
+    run_until_settled(refused.id, transports, clock)
+    assert Event.objects.get(pk=refused.id).state == State.EXPIRED
+    settle(clock)
+    assert scrape(client).get(("reset_delivery_expired_without_outcome_total", (("region", "US"),)), 0) == 0
+
+
 def test_rolling_up_twice_counts_nothing_twice(client, policy, clock, simulator, transports):
     event = scripted_event(simulator, clock, create=("reject",), smtp=("accept",))
     run_until_settled(event.id, transports, clock)
