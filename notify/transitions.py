@@ -73,6 +73,8 @@ class ObservationInput:
     # When the channel's next attempt is due, for outcomes that leave one to make
     # (a transient error, an unknown outcome); None means "as soon as possible".
     retry_at: datetime | None = None
+    # For a submit call's answer: when the call began (its latency is kept with the evidence).
+    attempt_started_at: datetime | None = None
 
 
 class TransitionRaceError(RuntimeError):
@@ -493,6 +495,7 @@ def _observation_row(
         "normalized": observation.normalized.value,
         "provider_time": observation.provider_time,
         "recorded_at": now,
+        "attempt_started_at": observation.attempt_started_at,
         "effect": effect.value,
         "actor": actor,
         "note": observation.note,

@@ -379,7 +379,7 @@ class _Step:
             unsent = isinstance(error, TransientError | ConfigurationError)
             delay = self.known.policy.poll_interval if unsent else settings.NOTIFY_SMS_LOOKUP_DELAY
             observation = _from_error(Channel.SMS, Source.SUBMIT, error, self.clock.now() + delay)
-        self._observe(observation, last=True)
+        self._observe(dataclasses.replace(observation, attempt_started_at=now), last=True)
 
     def _recover_sms(self) -> None:
         """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind.
@@ -454,7 +454,7 @@ class _Step:
             observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, receipt)
         except TransportError as error:
             observation = _from_error(Channel.EMAIL, Source.SUBMIT, error, self.clock.now() + policy.email_backoff)
-        self._unless_exhausted(observation)
+        self._unless_exhausted(dataclasses.replace(observation, attempt_started_at=now))
 
     def _unless_exhausted(self, observation: ObservationInput) -> None:
         """Record an email outcome as it was, then fail the channel if the policy allows no further attempt.

@@ -14,6 +14,9 @@ class Observation(models.Model):
     normalized = models.CharField(max_length=20, choices=Normalized.choices)
     provider_time = models.DateTimeField(null=True, blank=True)
     recorded_at = models.DateTimeField()
+    # For a submit call's answer: when that call began, so history keeps each attempt's own
+    # latency (replay's timing export); empty for every other kind of evidence.
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     # What it did to the event (``Effect``): the console, the logs and the metrics say the same.
     effect = models.CharField(max_length=10, choices=Effect.choices, default=Effect.RECORDED)
     actor = models.CharField(max_length=128, blank=True)

@@ -7,16 +7,27 @@ chunks, one query per chunk for their observations, so a week of production stre
 import random
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, Normalized
-from runbook.replay.timings import Timing
+from notify.states import Channel, Normalized, Source
+from runbook.replay.timings import Call, Timing
 
 CHUNK = 1000
 _SMS_TERMINAL = {"delivered": "delivered", "terminal_failure": "failed", "rejected": "failed"}
 _EMAIL_FAILURES = ("rejected", "terminal_failure")
+# Evidence that the provider had the message: whatever status it reported for it.
+_SMS_FOUND = (Normalized.ACCEPTED, Normalized.PENDING, Normalized.DELIVERED, Normalized.TERMINAL_FAILURE)
+# A call's answer in the timing format's words (timings.SMS_ANSWERS, EMAIL_ANSWERS).
+_SMS_ANSWERS: dict[str, str] = {
+    Normalized.TRANSIENT_ERROR: "transient",
+    Normalized.CONFIGURATION_ERROR: "transient",
+    Normalized.ACCEPTED: "accepted",
+    Normalized.REJECTED: "failed",
+}
+_EMAIL_ANSWERS = {**_SMS_ANSWERS, Normalized.UNKNOWN_OUTCOME: "unknown", Normalized.POSSIBLE_DUPLICATE: "unknown"}
 
 
 def export(since: datetime, region: str | None = None, *, seed: int = 0) -> list[Timing]:
@@ -62,47 +73,114 @@ def _chunks(events: Iterator[Event]) -> Iterator[list[Event]]:
         yield chunk
 
 
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """One piece of evidence as the export reads it."""
+
+    channel: str
+    source: str
+    normalized: str
+    at: datetime
+    attempt_started_at: datetime | None  # set on a submit call's answer (since version 2)
+
+
 def _facts(chunk: list[Event]) -> Iterator[tuple[Event, dict[str, object]]]:
     ids = [event.id for event in chunk]
     submitted = {
         (claim.event_id, claim.channel): claim.submitted_at
         for claim in Claim.objects.filter(event_id__in=ids).exclude(submitted_at=None)
     }
-    # The first time each event saw each (channel, status): one query for the chunk.
-    firsts: dict[str, dict[tuple[str, str], datetime]] = defaultdict(dict)
+    # Each event's evidence in the order it came: one query for the chunk.
+    evidence: dict[str, list[_Seen]] = defaultdict(list)
     observed = Observation.objects.filter(event_id__in=ids).order_by("recorded_at", "id")
-    for event_id, channel, normalized, at in observed.values_list("event_id", "channel", "normalized", "recorded_at"):
-        firsts[event_id].setdefault((channel, normalized), at)
+    fields = ("event_id", "channel", "source", "normalized", "recorded_at", "attempt_started_at")
+    for event_id, *seen in observed.values_list(*fields):
+        evidence[event_id].append(_Seen(*seen))
     for event in chunk:
         sms_at = submitted.get((event.id, Channel.SMS))
         if sms_at is None:
             continue  # never submitted: nothing about the provider to learn
-        seen = firsts[event.id]
+        seen = evidence[event.id]
         facts: dict[str, object] = {
             "lifetime_s": (event.expires_at - event.created_at).total_seconds(),
             "email_cost_s": event.policy.email_submit_cost.total_seconds(),
         }
-        accepted = seen.get((Channel.SMS, Normalized.ACCEPTED))
-        facts["sms_accept_s"] = (accepted - sms_at).total_seconds() if accepted else 0.0
-        terminals = sorted(
-            (at, _SMS_TERMINAL[normalized]) for (channel, normalized), at in seen.items()
-            if channel == Channel.SMS and normalized in _SMS_TERMINAL
-        )  # fmt: skip
-        if terminals:
-            at, outcome = terminals[0]
-            facts["sms_terminal_s"], facts["sms_outcome"] = max(0.0, (at - sms_at).total_seconds()), outcome
-        else:
-            facts["sms_terminal_s"], facts["sms_outcome"] = None, "none"
-        email_at = submitted.get((event.id, Channel.EMAIL))
-        email_accepted = seen.get((Channel.EMAIL, Normalized.ACCEPTED))
-        email_failed = min(
-            (seen[(Channel.EMAIL, n)] for n in _EMAIL_FAILURES if (Channel.EMAIL, n) in seen), default=None
-        )
-        email_end = email_accepted or email_failed
-        if email_at is not None and email_end is not None:
-            facts["email_accept_s"] = max(0.0, (email_end - email_at).total_seconds())
-            facts["email_outcome"] = "accepted" if email_accepted else "failed"
+        facts.update(_sms_facts(seen, sms_at))
+        facts.update(_email_facts(seen, submitted.get((event.id, Channel.EMAIL))))
         yield event, facts
+
+
+def _first(seen: list[_Seen], channel: str, statuses: Iterable[str], after: datetime | None = None) -> _Seen | None:
+    return next(
+        (s for s in seen if s.channel == channel and s.normalized in statuses and (after is None or s.at >= after)),
+        None,
+    )
+
+
+def _sms_facts(seen: list[_Seen], sms_at: datetime) -> dict[str, object]:
+    """The SMS's calls, acceptance and terminal receipt. Latencies run from the start of the call the
+    provider accepted (the first submit, for history recorded before calls were)."""
+    calls, accepted_start = _sms_calls(seen)
+    start = accepted_start or sms_at
+    facts: dict[str, object] = {"sms_calls": calls}
+    accepted = _first(seen, Channel.SMS, (Normalized.ACCEPTED,), after=start)
+    facts["sms_accept_s"] = max(0.0, (accepted.at - start).total_seconds()) if accepted else 0.0
+    terminal = _first(seen, Channel.SMS, _SMS_TERMINAL)
+    if terminal is None:
+        facts["sms_terminal_s"], facts["sms_outcome"], facts["sms_receipt"] = None, "none", "callback"
+    else:
+        facts["sms_terminal_s"] = max(0.0, (terminal.at - start).total_seconds())
+        facts["sms_outcome"] = _SMS_TERMINAL[terminal.normalized]
+        # Found by asking (a poll or a lookup): its callback was lost. A submit's own refusal
+        # and a callback come at their time, whatever the polling.
+        polled = terminal.source in (Source.POLL, Source.RECOVERY)
+        facts["sms_receipt"] = "poll" if polled else "callback"
+    return facts
+
+
+def _sms_calls(seen: list[_Seen]) -> tuple[tuple[Call, ...], datetime | None]:
+    """Each SMS submit call and its answer, and when the call the provider accepted began.
+
+    A call that timed out counts as accepted after the time the provider was first found to
+    have the message (before the next call began), as a lookup found it; never found, it is
+    a call whose message never existed (``unknown``).
+    """
+    answers = [s for s in seen if s.channel == Channel.SMS and s.source == Source.SUBMIT and s.attempt_started_at]
+    calls: list[Call] = []
+    accepted_start: datetime | None = None
+    for index, answer in enumerate(answers):
+        started = answer.attempt_started_at
+        assert started is not None
+        latency = max(0.0, (answer.at - started).total_seconds())
+        kind = _SMS_ANSWERS.get(answer.normalized, "unknown")
+        if answer.normalized == Normalized.UNKNOWN_OUTCOME:
+            following = answers[index + 1].attempt_started_at if index + 1 < len(answers) else None
+            found = _first(seen, Channel.SMS, _SMS_FOUND, after=started)
+            if found is not None and (following is None or found.at < following):
+                kind, latency = "accepted", (found.at - started).total_seconds()
+        if kind == "accepted" and accepted_start is None:
+            accepted_start = started
+        calls.append(Call(latency, kind))
+    return tuple(calls), accepted_start
+
+
+def _email_facts(seen: list[_Seen], email_at: datetime | None) -> dict[str, object]:
+    """The email's calls and final answer; nothing when no email was sent (the latency is imputed)."""
+    calls = tuple(
+        Call(max(0.0, (s.at - s.attempt_started_at).total_seconds()), _EMAIL_ANSWERS.get(s.normalized, "unknown"))
+        for s in seen
+        if s.channel == Channel.EMAIL and s.source == Source.SUBMIT and s.attempt_started_at
+    )
+    accepted = _first(seen, Channel.EMAIL, (Normalized.ACCEPTED,))
+    failed = _first(seen, Channel.EMAIL, _EMAIL_FAILURES)
+    outcome = "accepted" if accepted else "failed"
+    if calls:
+        return {"email_calls": calls, "email_accept_s": calls[-1].latency_s, "email_outcome": outcome}
+    end = accepted or failed
+    if email_at is None or end is None:
+        return {}
+    # History from before calls were recorded: from the first attempt to the final answer.
+    return {"email_accept_s": max(0.0, (end.at - email_at).total_seconds()), "email_outcome": outcome}
 
 
 def _records(
@@ -129,5 +207,8 @@ def _records(
             sms_outcome=str(facts["sms_outcome"]),
             email_accept_s=float(latency),  # type: ignore[arg-type]
             email_outcome=str(facts.get("email_outcome", "accepted")),
+            sms_receipt=str(facts["sms_receipt"]),
+            sms_calls=facts["sms_calls"],  # type: ignore[arg-type]
+            email_calls=facts.get("email_calls", ()),  # type: ignore[arg-type]
         )
     pending[:] = keep

@@ -85,6 +85,8 @@ class _Sim:
     sms_attempt_started_at: datetime = EPOCH  # when the current SMS submit began (the claim's)
     # When a channel first reached an outcome: an expiry is judged by whether this came by then.
     outcome_at: datetime | None = None
+    # A terminal receipt whose callback was lost: (from when the provider's status shows it, status).
+    polled_receipt: tuple[datetime, Normalized] | None = None
     email_attempts: int = 0
     scheduled: int = 0  # ties between facts at the same time go in the order they were made
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
@@ -131,11 +133,10 @@ def _start(timing: Timing, policy: PolicyVersion) -> _Sim:
 
 
 def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
-    if observation.source == Source.CALLBACK and observation.normalized == Normalized.DELIVERED:
-        sim.outcome.sms_delivered_at = (at - EPOCH).total_seconds()
-        # A delivery before the submit is settled proves the acceptance (record_receipt).
-        if transitions.delivery_proves_acceptance(sim.loaded):
-            _observe(sim, Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEPTED), at)
+    # A delivery before the submit is settled proves the acceptance (record_receipt).
+    delivery = observation.source == Source.CALLBACK and observation.normalized == Normalized.DELIVERED
+    if delivery and transitions.delivery_proves_acceptance(sim.loaded):
+        _observe(sim, Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEPTED), at)
     _observe(sim, observation, at)
     if observation.channel == Channel.EMAIL:
         _after_email_answer(sim, observation, at)
@@ -156,8 +157,8 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
     elif action == NextAction.RECOVER_SMS:
         _recover_sms(sim, now)
     elif action == NextAction.POLL_SMS:
-        # The receipt is not in yet (it would have been taken first): the provider says pending.
-        _observe(sim, Observation(Channel.SMS, Source.POLL, Normalized.PENDING), now)
+        # A receipt by callback would have been taken first; one that came by poll is found here.
+        _observe(sim, Observation(Channel.SMS, Source.POLL, _polled_status(sim, now)), now)
     elif action == NextAction.SUBMIT_EMAIL:
         _submit_email(sim, now)
     else:
@@ -165,35 +166,58 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
 
 
 def _submit_sms(sim: _Sim, now: datetime) -> None:
+    """As ``worker._submit_sms``, answered as history answered this attempt (``Timing.sms_call``)."""
     timing = sim.timing
     bound = call_bound(Channel.SMS)
     _submitting(sim, Channel.SMS, settle_at=now + bound + settings.NOTIFY_SMS_LOOKUP_DELAY, now=now)
     sim.sms_attempt_started_at = now
+    call = timing.sms_call(sim.outcome.sms_attempts)
     sim.outcome.sms_attempts += 1
-    first = sim.sms_accepted_at is None
-    if first:
-        # The message exists from its acceptance on; its receipt is timed from this first submit.
-        sim.sms_accepted_at = now + timedelta(seconds=timing.sms_accept_s)
+    latency, timeout = timedelta(seconds=call.latency_s), timedelta(seconds=settings.TWILIO_TIMEOUT)
+    if call.answer in ("transient", "failed") and latency <= timeout:
+        # Refused, nothing sent: for good, or (transient) tried again a poll interval after the answer.
+        transient = call.answer == "transient"
+        retry_at = now + latency + sim.policy.poll_interval if transient else None
+        status = Normalized.TRANSIENT_ERROR if transient else Normalized.REJECTED
+        sim.schedule(now + latency, Observation(Channel.SMS, Source.SUBMIT, status, retry_at=retry_at))
+        return
+    if call.answer == "accepted" and sim.sms_accepted_at is None:
+        # The message exists from its acceptance on; its receipt is timed from this submit.
+        sim.sms_accepted_at = now + latency
         if timing.sms_terminal_s is not None:
             status = Normalized.DELIVERED if timing.sms_outcome == "delivered" else Normalized.TERMINAL_FAILURE
             receipt_at = max(sim.sms_accepted_at, now + timedelta(seconds=timing.sms_terminal_s))
-            sim.schedule(receipt_at, Observation(Channel.SMS, Source.CALLBACK, status))
-    timeout = timedelta(seconds=settings.TWILIO_TIMEOUT)
-    if timedelta(seconds=timing.sms_accept_s) <= timeout:
-        answered = now + timedelta(seconds=timing.sms_accept_s)
-        sim.schedule(answered, Observation(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED))
+            if timing.sms_receipt == "poll":
+                sim.polled_receipt = (receipt_at, status)  # its callback was lost: only a poll finds it
+            else:
+                sim.schedule(receipt_at, Observation(Channel.SMS, Source.CALLBACK, status))
+    if call.answer == "accepted" and latency <= timeout:
+        sim.schedule(now + latency, Observation(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED))
     else:
+        # Our client gave up waiting; whether a message exists is for lookups to settle.
         lookup = now + timeout + settings.NOTIFY_SMS_LOOKUP_DELAY
         sim.schedule(
             now + timeout, Observation(Channel.SMS, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, retry_at=lookup)
         )
 
 
+def _polled_status(sim: _Sim, now: datetime) -> Normalized:
+    """What the provider's status says at ``now``: a receipt whose callback was lost shows there
+    from its time on (a receipt that came by callback was taken when it came)."""
+    if sim.polled_receipt is not None and sim.polled_receipt[0] <= now:
+        return sim.polled_receipt[1]
+    return Normalized.PENDING
+
+
 def _recover_sms(sim: _Sim, now: datetime) -> None:
     """As ``worker._recover_sms``: found once the provider has the message; not listed before it,
     which proves absence only past our call's bound and the processing horizon since the attempt began."""
     if sim.sms_accepted_at is not None and sim.sms_accepted_at <= now:
+        # Found: its acceptance first, then what it says now if it has gone further.
         _observe(sim, Observation(Channel.SMS, Source.RECOVERY, Normalized.ACCEPTED), now)
+        status = _polled_status(sim, now)
+        if status != Normalized.PENDING:
+            _observe(sim, Observation(Channel.SMS, Source.RECOVERY, status), now)
         return
     not_listed = transitions.not_listed(
         sim.sms_attempt_started_at,
@@ -211,18 +235,29 @@ def _submit_email(sim: _Sim, now: datetime) -> None:
         sim.outcome.no_useful_life = True
         _observe(sim, transitions.NO_USEFUL_LIFE, now)
         return
-    timing = sim.timing
+    call = sim.timing.email_call(sim.email_attempts)
     sim.email_attempts += 1
     deadline = call_bound(Channel.EMAIL)  # the whole exchange's, as the transport enforces it
     _submitting(sim, Channel.EMAIL, settle_at=now + deadline, now=now)
-    answer_after = timedelta(seconds=timing.email_accept_s)
+    answer_after = timedelta(seconds=call.latency_s)
     if answer_after <= deadline:
-        status = Normalized.ACCEPTED if timing.email_outcome == "accepted" else Normalized.REJECTED
-        sim.schedule(now + answer_after, Observation(Channel.EMAIL, Source.SUBMIT, status))
+        status = _EMAIL_ANSWERS[call.answer]
+        # A deferral or a lost answer leaves the claim to be tried again after the policy's backoff.
+        retry_at = now + answer_after + sim.policy.email_backoff if status in _EMAIL_RETRIED else None
+        sim.schedule(now + answer_after, Observation(Channel.EMAIL, Source.SUBMIT, status, retry_at=retry_at))
     else:
         retry_at = now + deadline + sim.policy.email_backoff
         unknown = Observation(Channel.EMAIL, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, retry_at=retry_at)
         sim.schedule(now + deadline, unknown)
+
+
+_EMAIL_ANSWERS = {
+    "accepted": Normalized.ACCEPTED,
+    "failed": Normalized.REJECTED,
+    "transient": Normalized.TRANSIENT_ERROR,
+    "unknown": Normalized.UNKNOWN_OUTCOME,
+}
+_EMAIL_RETRIED = (Normalized.TRANSIENT_ERROR, Normalized.UNKNOWN_OUTCOME)
 
 
 def _after_email_answer(sim: _Sim, observation: Observation, at: datetime) -> None:
@@ -250,6 +285,9 @@ def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime | None, now:
 
 def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
     _move(sim, transitions.observation_change(sim.loaded, observation), observation, now)
+    delivered = observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED
+    if delivered and sim.outcome.sms_delivered_at is None:
+        sim.outcome.sms_delivered_at = (now - EPOCH).total_seconds()
     if sim.outcome_at is None and machine.has_channel_outcome(
         {channel: claim.state for channel, claim in sim.loaded.claims.items()}
     ):

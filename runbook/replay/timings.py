@@ -2,6 +2,12 @@
 
 See docs/replay.md. Reading validates every row and names the row and field of the
 first problem; callers read the whole file once before acting on any of it.
+
+Two versions, told apart by the header. Version 1 has one call per channel (its latency
+measured from the first attempt to the final answer). Version 2, written since, adds how the
+SMS's terminal receipt came (``sms_receipt``: by callback or by a poll) and every call of each
+channel, each with its own latency and answer (``sms_calls``, ``email_calls``), so a retry
+after a refusal is replayed as the worker met it, not as one slow call. Both are read.
 """
 
 import csv
@@ -9,14 +15,31 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-HEADER = ["region", "lifetime_s", "sms_accept_s", "sms_terminal_s", "sms_outcome", "email_accept_s", "email_outcome"]
+HEADER_V1 = ["region", "lifetime_s", "sms_accept_s", "sms_terminal_s", "sms_outcome", "email_accept_s", "email_outcome"]
+HEADER = [*HEADER_V1, "sms_receipt", "sms_calls", "email_calls"]
 SMS_OUTCOMES = ("delivered", "failed", "none")
 EMAIL_OUTCOMES = ("accepted", "failed")
+# How the terminal receipt reached us: a callback comes at its time whatever the polling; a
+# receipt a poll found (its callback lost) is found again only by a poll at or after that time.
+RECEIPTS = ("callback", "poll")
+# What a call's answer was. SMS: accepted (the message exists from then on), transient (refused,
+# nothing sent), failed (refused for good), unknown (timed out, and no message ever appeared).
+# Email: accepted, failed, transient (deferred), unknown (the answer was lost).
+SMS_ANSWERS = ("accepted", "transient", "failed", "unknown")
+EMAIL_ANSWERS = ("accepted", "failed", "transient", "unknown")
 
 
 class TimingError(ValueError):
     """A timing file that cannot be replayed; the message names the row and field."""
+
+
+class Call(NamedTuple):
+    """One attempt's call to a provider: how long until its answer, and what the answer was."""
+
+    latency_s: float
+    answer: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +47,25 @@ class Timing:
     region: str
     lifetime_s: float
     sms_accept_s: float
-    sms_terminal_s: float | None  # None: no terminal receipt ever came
+    sms_terminal_s: float | None  # None: no terminal receipt ever came; else from the accepted call's start
     sms_outcome: str
     email_accept_s: float
     email_outcome: str
+    sms_receipt: str = "callback"
+    # Every call in the order made; empty (version 1): one call, the summary fields above.
+    # A replay that makes more calls than history did repeats the last one's answer.
+    sms_calls: tuple[Call, ...] = ()
+    email_calls: tuple[Call, ...] = ()
+
+    def sms_call(self, index: int) -> Call:
+        """The ``index``-th SMS call (from 0) as history answered it."""
+        calls = self.sms_calls or (Call(self.sms_accept_s, "accepted"),)
+        return calls[min(index, len(calls) - 1)]
+
+    def email_call(self, index: int) -> Call:
+        """The ``index``-th email call (from 0) as history answered it."""
+        calls = self.email_calls or (Call(self.email_accept_s, self.email_outcome),)
+        return calls[min(index, len(calls) - 1)]
 
 
 def read(path: Path, *, regions: Iterable[str] | None = None) -> Iterator[Timing]:
@@ -36,20 +74,20 @@ def read(path: Path, *, regions: Iterable[str] | None = None) -> Iterator[Timing
     with path.open(newline="", encoding="utf-8") as file:
         reader = csv.reader(file)
         header = next(reader, None)
-        if header != HEADER:
+        if header not in (HEADER, HEADER_V1):
             missing = [name for name in HEADER if name not in (header or [])]
             detail = (
                 f"missing columns: {', '.join(missing)}" if missing else f"columns must be exactly {','.join(HEADER)}"
             )
             raise TimingError(f"{path}: row 1 (header): {detail}")
         for number, row in enumerate(reader, start=2):
-            yield _parse(row, number, known)
+            yield _parse(row, number, known, header)
 
 
-def _parse(row: list[str], number: int, known: set[str] | None) -> Timing:
-    if len(row) != len(HEADER):
-        raise TimingError(f"row {number}: expected {len(HEADER)} fields, found {len(row)}")
-    values = dict(zip(HEADER, row, strict=True))
+def _parse(row: list[str], number: int, known: set[str] | None, header: list[str]) -> Timing:
+    if len(row) != len(header):
+        raise TimingError(f"row {number}: expected {len(header)} fields, found {len(row)}")
+    values = dict(zip(header, row, strict=True))
     region = values["region"].strip()
     if not region or (known is not None and region not in known):
         raise TimingError(f"row {number}: region {region!r} has no delivery policy")
@@ -64,6 +102,9 @@ def _parse(row: list[str], number: int, known: set[str] | None) -> Timing:
     terminal = values["sms_terminal_s"].strip()
     if (terminal == "") != (sms_outcome == "none"):
         raise TimingError(f"row {number}: sms_terminal_s must be empty exactly when sms_outcome is none")
+    receipt = values.get("sms_receipt", "callback").strip()
+    if receipt not in (RECEIPTS if terminal else ("", *RECEIPTS)):
+        raise TimingError(f"row {number}: sms_receipt must be one of {', '.join(RECEIPTS)}, got {receipt!r}")
     timing = Timing(
         region=region,
         lifetime_s=_seconds(values, "lifetime_s", number),
@@ -72,14 +113,17 @@ def _parse(row: list[str], number: int, known: set[str] | None) -> Timing:
         sms_outcome=sms_outcome,
         email_accept_s=_seconds(values, "email_accept_s", number),
         email_outcome=email_outcome,
+        sms_receipt=receipt or "callback",
+        sms_calls=_calls(values, "sms_calls", SMS_ANSWERS, number),
+        email_calls=_calls(values, "email_calls", EMAIL_ANSWERS, number),
     )
     if timing.lifetime_s <= 0:
         raise TimingError(f"row {number}: lifetime_s must be positive, got {timing.lifetime_s:g}")
     return timing
 
 
-def _seconds(values: dict[str, str], field: str, number: int) -> float:
-    raw = values[field].strip()
+def _seconds(values: dict[str, str], field: str, number: int, raw: str | None = None) -> float:
+    raw = values[field].strip() if raw is None else raw
     try:
         value = float(raw)
     except ValueError:
@@ -87,6 +131,17 @@ def _seconds(values: dict[str, str], field: str, number: int) -> float:
     if not math.isfinite(value) or value < 0:
         raise TimingError(f"row {number}: {field} must be a non-negative number of seconds, got {raw!r}")
     return value
+
+
+def _calls(values: dict[str, str], field: str, answers: tuple[str, ...], number: int) -> tuple[Call, ...]:
+    """``0.41:transient;1.2:accepted``: each call's latency and answer, in order (empty: version 1)."""
+    calls = []
+    for item in filter(None, values.get(field, "").strip().split(";")):
+        latency, _, answer = item.strip().partition(":")
+        if answer not in answers:
+            raise TimingError(f"row {number}: {field} answers must be one of {', '.join(answers)}, got {item!r}")
+        calls.append(Call(_seconds(values, field, number, latency.strip()), answer))
+    return tuple(calls)
 
 
 def write(path: Path, timings: Iterable[Timing]) -> int:
@@ -106,11 +161,18 @@ def write(path: Path, timings: Iterable[Timing]) -> int:
                     timing.sms_outcome,
                     _decimal(timing.email_accept_s),
                     timing.email_outcome,
+                    timing.sms_receipt if timing.sms_terminal_s is not None else "",
+                    _joined(timing.sms_calls),
+                    _joined(timing.email_calls),
                 ]
             )
             count += 1
     partial.replace(path)
     return count
+
+
+def _joined(calls: tuple[Call, ...]) -> str:
+    return ";".join(f"{_decimal(call.latency_s)}:{call.answer}" for call in calls)
 
 
 def _decimal(seconds: float) -> str:

@@ -13,6 +13,7 @@ from runbook.replay.report import SUMMARY_COLUMNS
 from tests.factories import PolicyVersionFactory
 
 HEADER = ",".join(timings.HEADER)
+HEADER_V1 = ",".join(timings.HEADER_V1)  # still read
 
 
 @pytest.fixture
@@ -96,11 +97,15 @@ def test_one_region_and_a_named_policy_version(tmp_path, regions):
     ("content", "message"),
     [
         ("region,lifetime_s\nUS,600\n", "row 1 (header): missing columns: sms_accept_s, sms_terminal_s"),
-        (f"{HEADER}\nUS,600,-1,5,delivered,1,accepted\n", "row 2: sms_accept_s must be a non-negative number"),
-        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted\nXX,600,0.5,5,delivered,1,accepted\n", "row 3: region 'XX'"),
-        (f"{HEADER}\nUS,600,0.5,,delivered,1,accepted\n", "row 2: sms_terminal_s must be empty exactly when"),
-        (f"{HEADER}\nUS,600,0.5,5,lost,1,accepted\n", "row 2: sms_outcome must be one of"),
-        (f"{HEADER}\nUS,abc,0.5,5,delivered,1,accepted\n", "row 2: lifetime_s must be a number of seconds"),
+        (f"{HEADER_V1}\nUS,600,-1,5,delivered,1,accepted\n", "row 2: sms_accept_s must be a non-negative number"),
+        (f"{HEADER_V1}\nUS,600,0.5,5,delivered,1,accepted\nXX,600,0.5,5,delivered,1,accepted\n", "row 3: region 'XX'"),
+        (f"{HEADER_V1}\nUS,600,0.5,,delivered,1,accepted\n", "row 2: sms_terminal_s must be empty exactly when"),
+        (f"{HEADER_V1}\nUS,600,0.5,5,lost,1,accepted\n", "row 2: sms_outcome must be one of"),
+        (f"{HEADER_V1}\nUS,abc,0.5,5,delivered,1,accepted\n", "row 2: lifetime_s must be a number of seconds"),
+        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback\n", "row 2: expected 10 fields, found 8"),
+        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,push,,\n", "row 2: sms_receipt must be one of callback, poll"),
+        (f"{HEADER}\nUS,600,0.5,,none,1,accepted,,0.2:sent,\n", "row 2: sms_calls answers must be one of"),
+        (f"{HEADER}\nUS,600,0.5,,none,1,accepted,,,x:accepted\n", "row 2: email_calls must be a number of seconds"),
     ],
 )
 def test_bad_timings_are_refused_naming_the_row_and_nothing_is_written(tmp_path, regions, content, message):

@@ -1,17 +1,21 @@
 """Exporting this project's own history in the timing format."""
 
+from dataclasses import replace
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
+from notify.models import Event
+from notify.states import State
 from runbook.replay import timings
 from runbook.replay.simulate import simulate
-from tests.factories import CANARY_EMAIL, CANARY_PHONE, new_event
+from tests.factories import CANARY_EMAIL, CANARY_PHONE, PolicyVersionFactory, new_event
 from tests.notify.workers import run_until_settled, scripted_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
+ACCEPTED = (timings.Call(0, "accepted"),)
 
 
 def test_it_exports_what_the_providers_did_and_when(tmp_path, policy, clock, simulator, transports):
@@ -26,10 +30,10 @@ def test_it_exports_what_the_providers_did_and_when(tmp_path, policy, clock, sim
 
     rows = sorted(timings.read(out), key=lambda row: row.sms_outcome)  # shuffled on the way out
     assert rows == [
-        # Delivered: found by the first poll, 10 s after the submit.
-        timings.Timing("US", 600, 0, 10, "delivered", 0, "accepted"),
+        # Delivered: found by the first poll (its callback was dropped), 10 s after the submit.
+        timings.Timing("US", 600, 0, 10, "delivered", 0, "accepted", "poll", sms_calls=ACCEPTED),
         # No receipt: the email went out at the 60 s deadline and the relay took it at once.
-        timings.Timing("US", 600, 0, None, "none", 0, "accepted"),
+        timings.Timing("US", 600, 0, None, "none", 0, "accepted", sms_calls=ACCEPTED, email_calls=ACCEPTED),
     ]
     # Replaying the export ends each event as it ended live.
     assert [simulate(row, policy).final_state for row in rows] == ["sms_delivered", "email_accepted"]
@@ -46,3 +50,26 @@ def test_an_export_reaching_past_the_observation_retention_is_refused(tmp_path, 
     with pytest.raises(CommandError, match="reaches past the observation retention"):
         call_command("export_timings", since_hours=15 * 24, out=tmp_path / "t.csv", stdout=StringIO())
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_each_call_is_exported_with_its_own_latency_and_answer(tmp_path, clock, simulator, transports, settings):
+    # The relay defers the first email (451) and takes the retry 30 s later. As one call from the
+    # first attempt to the final answer it would be 30 s long, past the exchange's 20 s deadline,
+    # and its replay would invent an unknown outcome and fail; call by call it ends as it did live.
+    settings.EMAIL_SEND_DEADLINE = 20
+    policy = PolicyVersionFactory.create(email_backoff=timedelta(seconds=30), email_attempt_limit=3)
+    deferred = scripted_event(simulator, clock, create=("rate_limited", "reject"), smtp=("temp_fail", "accept"))
+    run_until_settled(deferred.id, transports, clock)
+
+    out = tmp_path / "timings.csv"
+    call_command("export_timings", since_hours=1, out=out, stdout=StringIO())
+
+    [row] = timings.read(out)
+    assert row.sms_calls == (timings.Call(0, "transient"), timings.Call(0, "failed"))
+    assert row.email_calls == (timings.Call(0, "transient"), timings.Call(0, "accepted"))
+    live = Event.objects.get(pk=deferred.id)
+    assert live.state == State.EMAIL_ACCEPTED
+    assert simulate(row, policy).final_state == live.state
+    # Version 1's measure of the same email, one 30 s call, fails where the live event did not.
+    one_slow_call = replace(row, email_calls=(), email_accept_s=30.0)
+    assert simulate(one_slow_call, policy).final_state == State.EMAIL_FAILED

@@ -5,13 +5,14 @@ The factory policy: SMS budget 60 s, fallback reserve 120 s, poll every 10 s, pa
 7 s after a failed SMS, 6 s once the email is claimed, 3 s for an SMS with no fallback.
 """
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from notify.states import Channel, ClaimState, State
 from runbook.replay.simulate import simulate
-from runbook.replay.timings import Timing
+from runbook.replay.timings import Call, Timing
 from tests.factories import PolicyVersionFactory
 
 
@@ -186,3 +187,47 @@ def test_a_failed_email_is_an_outcome_not_an_expiry(db):
     result = simulate(timing(terminal=4, outcome="failed", email_outcome="failed"), PolicyVersionFactory.build())
     assert result.final_state == State.EMAIL_FAILED
     assert not result.expired_without_outcome
+
+
+def test_an_email_accepted_on_its_retry_after_a_deferral_is_accepted(db):
+    # Version 2 records each call: a 451 after 0.3 s, then an acceptance after 0.5 s on the retry.
+    # As one call from the first attempt to the final answer (version 1's measure) it would look
+    # 30 s long, past the exchange's deadline, and replay would invent an unknown outcome.
+    calls = (Call(0.3, "transient"), Call(0.5, "accepted"))
+    record = replace(timing(terminal=4, outcome="failed", email=30.8), email_calls=calls)
+    result = simulate(record, PolicyVersionFactory.build(email_attempt_limit=3))
+    assert result.final_state == State.EMAIL_ACCEPTED
+    assert result.claims[Channel.EMAIL] == ClaimState.ACCEPTED
+
+
+def test_an_email_deferred_more_often_than_the_policy_allows_is_given_up(db):
+    calls = (Call(0.3, "transient"), Call(0.3, "transient"), Call(0.5, "accepted"))
+    record = replace(timing(terminal=4, outcome="failed"), email_calls=calls)
+    result = simulate(record, PolicyVersionFactory.build(email_attempt_limit=2))
+    assert result.final_state == State.EMAIL_FAILED
+
+
+def test_an_sms_refused_once_is_sent_again_and_its_receipt_timed_from_the_accepted_call(db):
+    record = replace(timing(terminal=5, outcome="delivered"), sms_calls=(Call(0.2, "transient"), Call(0.4, "accepted")))
+    result = simulate(record, PolicyVersionFactory.build())
+    assert (result.final_state, result.sms_attempts) == (State.SMS_DELIVERED, 2)
+    # Retried a poll interval (10 s) after the refusal's answer; delivered 5 s after that call began.
+    assert result.sms_delivered_at == pytest.approx(0.2 + 10 + 5)
+
+
+@pytest.mark.parametrize(("poll_interval", "final_state"), [(10, State.SMS_DELIVERED), (45, State.EMAIL_ACCEPTED)])
+def test_a_receipt_found_by_polling_depends_on_the_poll_interval(db, poll_interval, final_state):
+    # Its callback was lost: a poll at or after 50 s finds it. Every 10 s, one does before D (60 s);
+    # every 45 s, the poll after 45.5 s would be at 90.5 s, so the email goes at D.
+    record = replace(timing(terminal=50, outcome="delivered"), sms_receipt="poll")
+    result = simulate(record, PolicyVersionFactory.build(poll_interval=timedelta(seconds=poll_interval)))
+    assert result.final_state == final_state
+    if final_state == State.SMS_DELIVERED:
+        assert result.sms_delivered_at == pytest.approx(50.5)  # the poll 10 s after the one at 40.5 s
+
+
+@pytest.mark.parametrize("poll_interval", [10, 45])
+def test_a_receipt_that_came_by_callback_does_not_wait_for_a_poll(db, poll_interval):
+    record = timing(terminal=50, outcome="delivered")
+    result = simulate(record, PolicyVersionFactory.build(poll_interval=timedelta(seconds=poll_interval)))
+    assert (result.final_state, result.sms_delivered_at) == (State.SMS_DELIVERED, 50)
