@@ -13,6 +13,9 @@ LANES: dict[str, tuple[str, ...]] = {
     "risk": ("runbook.evaluate_risk",),
     "pages": ("runbook.deliver_pages",),
     "maintenance": ("notify.roll_up_metrics", "notify.purge_retained_data"),
+    # A policy draft's projection replays up to a week of history: seconds to a minute of CPU
+    # that must never hold up the sweeper, the evaluator or the roll-up.
+    "projections": ("runbook.project_policy",),
 }
 ROUTES = {task: {"queue": queue} for queue, tasks in LANES.items() for task in tasks}
 # For ``celery worker -Q``.

@@ -340,6 +340,17 @@ NOTIFY_SWEEP_REDELIVER_AFTER = timedelta(seconds=env_float("NOTIFY_SWEEP_REDELIV
 # this often; pages go to a PagerDuty Events v2 compatible endpoint, one routing key per region
 # ("US=key,EU=key"). A region in page mode without a key keeps its pages queued, not lost.
 NOTIFY_RISK_INTERVAL = env_float("NOTIFY_RISK_INTERVAL", 5.0, minimum=0.5)
+
+# Policy drafts are judged on evidence (runbook/projections.py): a replay of the region's last
+# PROJECTION_WINDOW_DAYS of history (never past the observation retention) against the draft and
+# the published version. With fewer than PROJECTION_MIN_RECORDS records in it, a seeded generated
+# set of PROJECTION_GENERATED_RECORDS is replayed instead, and the projection says so. A draft
+# whose projection breaks a POLICY_TARGETS entry (METRIC<=N or METRIC<=N%, replay's metrics) is
+# marked, and approving it needs a written reason.
+PROJECTION_WINDOW_DAYS = env_int("PROJECTION_WINDOW_DAYS", 7, minimum=1)
+PROJECTION_MIN_RECORDS = env_int("PROJECTION_MIN_RECORDS", 1000, minimum=1)
+PROJECTION_GENERATED_RECORDS = env_int("PROJECTION_GENERATED_RECORDS", 20000, minimum=100)
+POLICY_TARGETS = env_list("POLICY_TARGETS", ["useless_fallbacks<=0", "pages_without_action<=0"])
 PAGER_EVENTS_URL = env_str("PAGER_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue")
 # The whole of one POST (lookup, connect, TLS, request, reply) under one deadline.
 PAGER_TIMEOUT = env_float("PAGER_TIMEOUT", 5.0, minimum=0.1)

@@ -1,6 +1,6 @@
 """Django admin for policy versions: drafts are edited, everything else is read-only."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
@@ -37,9 +37,9 @@ class PolicyVersionAdmin(_ModelAdmin):
     list_display = ("region", "number", "status", "channel_plan", "alert_mode", "author", "approved_by", "published_at")
     list_filter = ("region", "status")
     ordering = ("region", "-number")
-    actions = ("new_version_from", "approve", "publish")
+    actions: tuple[str, ...] = ("new_version_from", "approve", "publish")
 
-    readonly_fields = LIFECYCLE_FIELDS
+    readonly_fields: ClassVar[tuple[str, ...]] = LIFECYCLE_FIELDS
 
     def has_change_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         # A version that left DRAFT is shown read-only and an edit is refused (403); the
@@ -52,7 +52,12 @@ class PolicyVersionAdmin(_ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
         else:
-            lifecycle.insert_draft(obj, author=_staff(request))
+            lifecycle.insert_draft(obj, author=staff_of(request))
+        self.drafted(request, obj)
+
+    def drafted(self, request: HttpRequest, draft: PolicyVersion) -> None:
+        """A draft was created or its content changed. Nothing more here: the console's admin
+        (runbook.policy_admin) asks for the draft's projected effect."""
 
     @admin.display(description="changes from the previous version")
     def changes_from_previous(self, obj: PolicyVersion) -> str:
@@ -74,17 +79,18 @@ class PolicyVersionAdmin(_ModelAdmin):
     @admin.action(description="Create a new draft version from this one")
     def new_version_from(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
         for source in queryset:
-            draft = lifecycle.draft_from(source, author=_staff(request), reason=f"based on {source}")
+            draft = lifecycle.draft_from(source, author=staff_of(request), reason=f"based on {source}")
+            self.drafted(request, draft)
             self.message_user(request, f"Created draft {draft} from {source}.")
 
     @admin.action(description="Approve the selected drafts")
     def approve(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
-        user = _staff(request)
+        user = staff_of(request)
         self._each(request, queryset, lambda v: lifecycle.approve(v, approver=user, now=timezone.now()), "approved")
 
     @admin.action(description="Publish the selected approved versions")
     def publish(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
-        user = _staff(request)
+        user = staff_of(request)
         self._each(request, queryset, lambda v: lifecycle.publish(v, publisher=user, now=timezone.now()), "published")
 
     def _each(self, request: HttpRequest, queryset: QuerySet[PolicyVersion], step: Any, verb: str) -> None:
@@ -97,7 +103,7 @@ class PolicyVersionAdmin(_ModelAdmin):
                 self.message_user(request, f"{version} {verb}.")
 
 
-def _staff(request: HttpRequest) -> User:
+def staff_of(request: HttpRequest) -> User:
     # The admin only lets authenticated staff in: the user is always a real account.
     assert isinstance(request.user, User)
     return request.user

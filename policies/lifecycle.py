@@ -5,6 +5,7 @@ at once cannot both approve, or publish over each other: one wins, the other
 gets a clear error.
 """
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from django.contrib.auth.models import User
@@ -25,9 +26,12 @@ def next_number(region: str) -> int:
     return (current or 0) + 1
 
 
-def draft_from(source: PolicyVersion, *, author: User | None, reason: str) -> PolicyVersion:
-    """Create a new draft with ``source``'s content and the region's next number."""
-    draft = PolicyVersion(**{name: getattr(source, name) for name in CONTENT_FIELDS}, reason=reason)
+def draft_from(
+    source: PolicyVersion, *, author: User | None, reason: str, changes: Mapping[str, object] | None = None
+) -> PolicyVersion:
+    """Create a new draft with ``source``'s content, ``changes`` applied, and the region's next number."""
+    content = {name: getattr(source, name) for name in CONTENT_FIELDS} | dict(changes or {})
+    draft = PolicyVersion(**content, reason=reason)
     return insert_draft(draft, author=author)
 
 
@@ -47,16 +51,21 @@ def insert_draft(draft: PolicyVersion, *, author: User | None) -> PolicyVersion:
     raise PolicyLifecycleError(f"could not allocate a version number for {draft.region}")
 
 
+def check_approver(version: PolicyVersion, approver: User) -> None:
+    """Refuse an approver without the permission, or the version's own author."""
+    if not approver.has_perm("policies.approve_policyversion"):
+        raise PolicyLifecycleError("approving a policy version needs the approver permission")
+    if version.author_id is not None and version.author_id == approver.pk:
+        raise PolicyLifecycleError("a policy version must be approved by someone other than its author")
+
+
 def approve(version: PolicyVersion, *, approver: User, now: datetime) -> None:
     """Record the approval of a draft, as ``version`` shows it, by someone other than its author.
 
     ``version`` is the content the approver reviewed: if the draft was edited since,
     nothing is approved and the approver is asked to review it again.
     """
-    if not approver.has_perm("policies.approve_policyversion"):
-        raise PolicyLifecycleError("approving a policy version needs the approver permission")
-    if version.author_id is not None and version.author_id == approver.pk:
-        raise PolicyLifecycleError("a policy version must be approved by someone other than its author")
+    check_approver(version, approver)
     version.full_clean()
     # Approve exactly the content reviewed and validated: an edit that landed since makes this 0 rows.
     validated = {name: getattr(version, name) for name in CONTENT_FIELDS}

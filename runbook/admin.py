@@ -3,7 +3,9 @@ from typing import TYPE_CHECKING
 from django.contrib import admin
 
 from notify.admin import ReadOnly
+from policies.models import PolicyVersion
 from runbook.models import AuditEntry
+from runbook.policy_admin import EvidencedPolicyVersionAdmin
 
 if TYPE_CHECKING:
     _AuditAdmin = admin.ModelAdmin[AuditEntry]
@@ -20,3 +22,10 @@ class AuditEntryAdmin(ReadOnly, _AuditAdmin):
     search_fields = ("event_id", "user__username")
     date_hierarchy = "at"
     list_select_related = ("user",)
+
+
+# The policy admin with its evidence (projections, approval on them, recommended drafts) in
+# place of the plain one policies registers: policies stands alone, and the evidence needs
+# replay, which lives here. INSTALLED_APPS lists runbook after policies, so this comes second.
+admin.site.unregister(PolicyVersion)
+admin.site.register(PolicyVersion, EvidencedPolicyVersionAdmin)

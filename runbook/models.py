@@ -117,3 +117,75 @@ class PagerQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key_digest}: {self.tokens:.1f}"
+
+
+class Evidence(models.Model):
+    """What a replay of a region's recent history said about a policy version, beside the published one."""
+
+    compared_with = models.CharField(max_length=32, blank=True, help_text="The published version, e.g. US v3.")
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+    records = models.PositiveIntegerField(default=0)
+    # Too little history in the window: a seeded generated set was replayed instead, and said so.
+    generated = models.BooleanField(default=False)
+    # {"draft": {metric: value, ...}, "published": {...}}: runbook.projections.FIGURES.
+    figures = models.JSONField(default=dict)
+    broken_targets = models.JSONField(default=list)
+
+    class Meta:
+        abstract = True
+
+
+class Projection(Evidence):
+    """A policy version's projected effect, computed in the background (``runbook.projections``)
+    whenever a draft is saved.
+
+    One row per version: ``requested_hash`` is the content last asked about, ``content_hash`` the
+    content the figures describe; the two differ while a newer content is being computed, and a
+    projection whose ``content_hash`` is not the version's content is stale (the draft changed since).
+    """
+
+    policy = models.OneToOneField("policies.PolicyVersion", on_delete=models.CASCADE, related_name="projection")
+    requested_hash = models.CharField(max_length=64)
+    requested_at = models.DateTimeField()
+    content_hash = models.CharField(max_length=64, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    tradeoff_png = models.BinaryField(blank=True, default=b"")
+    failure = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"projection of {self.policy}"
+
+
+class PolicyApproval(Evidence):
+    """The evidence an approver saw when approving a version: its projection, copied, and why."""
+
+    policy = models.OneToOneField("policies.PolicyVersion", on_delete=models.CASCADE, related_name="approval_record")
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    approved_at = models.DateTimeField()
+    content_hash = models.CharField(max_length=64)
+    reason = models.TextField(blank=True, help_text="Why a draft that breaks the region's targets was approved.")
+
+    def __str__(self) -> str:
+        return f"approval of {self.policy}"
+
+
+class Recommendation(models.Model):
+    """A value ``replay --recommend`` found for one field of a region's policy, with its figures."""
+
+    region = models.CharField(max_length=8)
+    field = models.CharField(max_length=32)
+    value = models.CharField(max_length=32, help_text="Seconds for durations.")
+    based_on = models.ForeignKey("policies.PolicyVersion", on_delete=models.CASCADE, related_name="+")
+    targets = models.JSONField(default=list)
+    figures = models.JSONField(default=dict)
+    records = models.PositiveIntegerField(default=0)
+    source = models.CharField(max_length=200, blank=True, help_text="The timing file replayed (its name only).")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["region", "-created_at"], name="recommendation_latest_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.region} {self.field}={self.value}"

@@ -10,7 +10,7 @@ from kombu.exceptions import OperationalError
 
 from notify import tallies
 from notify.clock import current_clock
-from runbook import pager, risk
+from runbook import pager, projections, risk
 
 log = logging.getLogger("runbook.tasks")
 
@@ -58,3 +58,21 @@ def deliver_pages() -> dict[str, int]:
     # The outbox's heartbeat: a run that ended, whatever the pager answered.
     tallies.set_value(tallies.OUTBOX_LAST_RUN, current_clock().now().timestamp())
     return delivered.__dict__
+
+
+@shared_task(name="runbook.project_policy")
+def project_policy(policy_id: int) -> dict[str, object]:
+    """Compute a policy version's projection (runbook.projections); on a lane of its own."""
+    try:
+        projection = projections.compute(policy_id, current_clock().now())
+    except Exception as error:
+        # Said on the draft's page (no figures means no approval), not only in a log.
+        projections.record_failure(policy_id, f"{type(error).__name__}: {error}")
+        raise
+    if projection is None:
+        return {"stored": False}
+    log.info(
+        "policy_projected",
+        extra={"policy": str(projection.policy), "records": projection.records, "generated": projection.generated},
+    )
+    return {"stored": True, "records": projection.records}

@@ -12,9 +12,9 @@ from django.utils.cache import patch_vary_headers
 from notify import machine
 from notify.clock import current_clock
 from notify.models import Event
-from notify.states import Channel, State
+from notify.states import Channel, NextAction, State
 from policies.cache import policy_version
-from policies.models import PolicyVersion
+from policies.models import PolicyVersion, Status
 from runbook import audit, status, timeline
 from runbook.access import ConsoleRequest, requires
 from runbook.forms import NoteForm
@@ -242,10 +242,37 @@ def page_review(request: ConsoleRequest) -> HttpResponse:
     )
     context = {
         "days": list(days),
+        "regions": _regions_under_review(recent),
+        "may_draft": request.user.is_staff and request.user.has_perm("policies.add_policyversion"),
         "review_days": REVIEW_DAYS,
         "latest": recent.order_by("-opened_at", "-id")[:50],
     }
     return render(request, "runbook/page_review.html", context)
+
+
+# A page whose event had nothing left to do but expire told a responder nothing they could act on.
+_NO_STEP_LEFT = Q(next_action__in=[NextAction.EXPIRE, NextAction.NONE])
+
+
+def _regions_under_review(recent: QuerySet[Page]) -> list[dict[str, object]]:
+    """Per region: its mode now, and its would-have-paged events with a step left and without one."""
+    counted = {
+        row["region"]: row
+        for row in recent.filter(mode=PageMode.OBSERVE)
+        .values("region")
+        .annotate(actionable=Count("pk", filter=~_NO_STEP_LEFT), without_action=Count("pk", filter=_NO_STEP_LEFT))
+    }
+    published = PolicyVersion.objects.filter(status=Status.PUBLISHED).order_by("region")
+    return [
+        {
+            "region": policy.region,
+            "version": str(policy),
+            "mode": policy.alert_mode,
+            "actionable": counted.get(policy.region, {}).get("actionable", 0),
+            "without_action": counted.get(policy.region, {}).get("without_action", 0),
+        }
+        for policy in published
+    ]
 
 
 @requires("runbook.view_raw_status")

@@ -67,6 +67,19 @@ class Counts:
         return float(p5), float(p50), float(p95)
 
 
+def figures(counts: Counts) -> dict[str, float | None]:
+    """The counts as plain figures (``SUMMARY_COLUMNS`` from ``events`` on), to store or show."""
+    quantiles = counts.percentiles()
+    spread: list[float | None] = [round(q, 1) for q in quantiles] if quantiles else [None, None, None]
+    return {
+        "events": counts.events,
+        **{name: getattr(counts, name) for name in COUNTED},
+        "claim_remaining_p5_s": spread[0],
+        "claim_remaining_p50_s": spread[1],
+        "claim_remaining_p95_s": spread[2],
+    }
+
+
 @dataclass(frozen=True)
 class Target:
     """A limit a candidate must meet: a count, or a share of the region's events (``1%``)."""
@@ -146,7 +159,15 @@ def write_plots(directory: Path, results: Results) -> list[str]:
     return ["tradeoff.png", "remaining_lifetime.png"]
 
 
-def write_report(path: Path, results: Results, *, source: str, baseline: str, targets: Sequence[Target]) -> None:
+def write_report(
+    path: Path,
+    results: Results,
+    *,
+    source: str,
+    baseline: str,
+    targets: Sequence[Target],
+    recommendations: Sequence[str] = (),
+) -> None:
     lines = [
         "# Replay report",
         "",
@@ -154,6 +175,8 @@ def write_report(path: Path, results: Results, *, source: str, baseline: str, ta
         "Each record ran through the worker's own decisions on a simulated clock, once per candidate.",
         "",
     ]
+    if recommendations:
+        lines += ["## Recommendation", "", *(f"- {text}" for text in recommendations), ""]
     if targets:
         wanted = "; ".join(str(target) for target in targets)
         lines += [f"Targets: {wanted}. ✔ marks the candidates meeting all of them.", ""]
@@ -203,7 +226,9 @@ def _values(counts: Counts) -> "numpy.typing.NDArray[numpy.float64]":
 
 
 def _label(candidate: Candidate) -> str:
-    return "baseline" if candidate.field == "baseline" else f"{candidate.field}={candidate.value}"
+    if candidate.field == "baseline" or not candidate.value:
+        return candidate.field  # a named candidate (a projection's "US v3") stands for itself
+    return f"{candidate.field}={candidate.value}"
 
 
 def _rate(value: int, counts: Counts) -> float:

@@ -128,7 +128,15 @@ def replay(
     return results
 
 
-def write(out: Path, results: Results, *, source: str, baseline: str, targets: Sequence[Target]) -> list[Path]:
+def write(
+    out: Path,
+    results: Results,
+    *,
+    source: str,
+    baseline: str,
+    targets: Sequence[Target],
+    recommendations: Sequence[str] = (),
+) -> list[Path]:
     """Write summary.csv, report.md and the plots into ``out``, all or nothing.
 
     Everything is made in a scratch directory next to ``out`` and moved in at the end, so
@@ -138,7 +146,14 @@ def write(out: Path, results: Results, *, source: str, baseline: str, targets: S
     scratch = Path(tempfile.mkdtemp(prefix=".replay-", dir=out.parent))
     try:
         report.write_summary(scratch / "summary.csv", results)
-        report.write_report(scratch / "report.md", results, source=source, baseline=baseline, targets=targets)
+        report.write_report(
+            scratch / "report.md",
+            results,
+            source=source,
+            baseline=baseline,
+            targets=targets,
+            recommendations=recommendations,
+        )
         names = ["summary.csv", "report.md", *report.write_plots(scratch, results)]
         out.mkdir(exist_ok=True)
         for name in names:

@@ -7,6 +7,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from policies.models import PolicyVersion, Status
+from runbook import projections
 
 CHANGELIST = reverse("admin:policies_policyversion_changelist")
 
@@ -109,6 +110,7 @@ def test_only_the_policy_owner_can_approve_and_publish(client, staff, owner, pol
     draft = PolicyVersion.objects.get(status=Status.DRAFT)
 
     refused = run_action(client, "approve", draft).content.decode()
+    projections.compute(draft.pk, draft.created_at)  # its projected effect, which approval needs
     client.force_login(owner)
     run_action(client, "approve", draft)
     run_action(client, "publish", draft)
