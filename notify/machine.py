@@ -198,13 +198,17 @@ def wake_after(decision: Decision, now: datetime, longest: timedelta) -> timedel
     return min(max(decision.due_at - now, timedelta(0)), longest)
 
 
+# The table for an event with no fallback channel: no email claim, and ``sms_failed`` is terminal.
+# Derived once (every decision asks), never written by hand.
+_WITHOUT_FALLBACK: Mapping[State, frozenset[State]] = {
+    state: frozenset() if state == State.SMS_FAILED else targets - {State.EMAIL_CLAIMED}
+    for state, targets in ALLOWED_TRANSITIONS.items()
+}
+
+
 def allowed_targets(state: State, fallback_available: bool) -> frozenset[State]:
     """Return the states ``state`` may move to; without a fallback ``sms_failed`` is terminal."""
-    if not fallback_available:
-        if state == State.SMS_FAILED:
-            return frozenset()
-        return ALLOWED_TRANSITIONS[state] - {State.EMAIL_CLAIMED}
-    return ALLOWED_TRANSITIONS[state]
+    return (ALLOWED_TRANSITIONS if fallback_available else _WITHOUT_FALLBACK)[state]
 
 
 def is_terminal(state: State, fallback_available: bool) -> bool:
@@ -221,18 +225,32 @@ def is_final_claim(state: ClaimState) -> bool:
     return not CLAIM_TRANSITIONS[state]
 
 
+# The policy fields the remaining steps from each open state cost, with a fallback and without
+# one (nothing to fall back to: the SMS path needs no time kept for an email). Derived once from
+# REMAINING_STEPS: every decision asks.
+_STEP_COSTS: Mapping[tuple[State, bool], tuple[str, ...]] = {
+    (state, fallback): tuple(
+        step.value for step in steps if fallback or state not in _SMS_STATES or step not in _FALLBACK_STEPS
+    )
+    for state, steps in REMAINING_STEPS.items()
+    for fallback in (True, False)
+}
+
+
 def time_needed(state: State, policy: PolicyVersion, fallback_available: bool) -> timedelta:
     """Return the configured time the remaining steps from ``state`` take."""
-    steps = REMAINING_STEPS[state]
-    if not fallback_available and state in _SMS_STATES:
-        # Nothing to fall back to: the SMS path needs no time kept for an email.
-        steps = tuple(step for step in steps if step not in _FALLBACK_STEPS)
-    return sum((getattr(policy, step.value) for step in steps), timedelta(0))
+    total = timedelta(0)
+    for cost in _STEP_COSTS[(state, fallback_available)]:
+        total += getattr(policy, cost)
+    return total
 
 
 def act_by(event: EventFacts, policy: PolicyVersion) -> datetime | None:
     """Return the last moment the next step can start and still finish before expiry."""
-    state = State(event.state)
+    return _act_by(State(event.state), event, policy)
+
+
+def _act_by(state: State, event: EventFacts, policy: PolicyVersion) -> datetime | None:
     if is_terminal(state, event.fallback_available):
         return None
     return event.expires_at - time_needed(state, policy, event.fallback_available)
@@ -290,7 +308,7 @@ def decide(event: EventFacts, claims: Mapping[Channel, ClaimFacts], policy: Poli
     state = State(event.state)
     if is_terminal(state, event.fallback_available):
         return NO_ACTION
-    deadline = act_by(event, policy)
+    deadline = _act_by(state, event, policy)
     if now >= event.expires_at:
         return Decision(NextAction.EXPIRE, event.expires_at, deadline)
     action, due = _next_step(state, event, claims, policy, now)

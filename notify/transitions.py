@@ -8,7 +8,7 @@ is, or stops. Nothing here checks in Python and then writes unconditionally.
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -168,12 +168,11 @@ def advance(
     loaded: rows.Loaded, change: Change | None, observation: ObservationInput | None, now: datetime
 ) -> Advanced:
     """Apply a change and an observation to the event in memory, and decide what is next."""
-    after = loaded.event
+    event = loaded.event
     claims: dict[Channel, machine.ClaimSnapshot] = dict(loaded.claims)
-    version = loaded.version
+    version, state, entered, observed = loaded.version, event.state, event.state_entered_at, event.last_observation_at
     if change is not None:
-        version += 1
-        after = dataclasses.replace(after, state=change.to_state, state_entered_at=now)
+        version, state, entered = version + 1, change.to_state, now
         if change.claimed_channel is not None:
             claims[change.claimed_channel] = machine.NEW_CLAIM
     claim_move = None
@@ -181,13 +180,16 @@ def advance(
         if observation.normalized != Normalized.NOTE:
             # An operator's note says nothing about the provider: it must not push back
             # the next poll, which counts from the last real observation.
-            after = dataclasses.replace(after, last_observation_at=now)
+            observed = now
         claim_move = _claim_move(loaded, observation, now)
         if claim_move is not None:
             claims[observation.channel] = machine.ClaimSnapshot(
                 str(claim_move.fields["state"]),
                 claim_move.fields.get("next_attempt_at"),  # type: ignore[arg-type]
             )
+    after = machine.EventSnapshot(
+        state, event.created_at, event.expires_at, entered, observed, event.fallback_available
+    )
     decision = machine.decide(after, claims, loaded.policy, now)
     return Advanced(rows.Loaded(after, version, loaded.lease_token, loaded.policy, claims), decision, claim_move)
 
@@ -504,6 +506,13 @@ def _observation_row(
     }
 
 
+# The claim states each claim state may be reached from (the claim table read backwards).
+_CLAIM_PREDECESSORS: Mapping[ClaimState, tuple[str, ...]] = {
+    target: tuple(state.value for state, targets in machine.CLAIM_TRANSITIONS.items() if target in targets)
+    for target in ClaimState
+}
+
+
 def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetime) -> rows.ClaimMove | None:
     """Return the claim's move to what the provider reported, if its own table allows one.
 
@@ -523,7 +532,7 @@ def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetim
             return None
         predecessors = [target.value]
     elif target in machine.CLAIM_TRANSITIONS[ClaimState(current.state)]:
-        predecessors = [state.value for state, targets in machine.CLAIM_TRANSITIONS.items() if target in targets]
+        predecessors = list(_CLAIM_PREDECESSORS[target])
     else:
         return None
     if observation.provider_ref:

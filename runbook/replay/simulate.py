@@ -288,10 +288,8 @@ def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
     delivered = observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED
     if delivered and sim.outcome.sms_delivered_at is None:
         sim.outcome.sms_delivered_at = (now - EPOCH).total_seconds()
-    if sim.outcome_at is None and machine.has_channel_outcome(
-        {channel: claim.state for channel, claim in sim.loaded.claims.items()}
-    ):
-        sim.outcome_at = now
+    if sim.outcome_at is None and (observation.channel, observation.normalized) in machine.OUTCOME_EVIDENCE:
+        sim.outcome_at = now  # as the live roll-up asks: evidence of an outcome had come
 
 
 def _move(sim: _Sim, change: transitions.Change | None, observation: Observation | None, now: datetime) -> None:
