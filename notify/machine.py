@@ -141,7 +141,7 @@ class ClaimFacts(Protocol):
     def next_attempt_at(self) -> datetime | None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EventSnapshot:
     """The decision-relevant facts of an event, as a value that can be changed and re-decided."""
 
@@ -164,7 +164,7 @@ class EventSnapshot:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimSnapshot:
     state: str
     next_attempt_at: datetime | None = None
@@ -173,7 +173,7 @@ class ClaimSnapshot:
 NEW_CLAIM = ClaimSnapshot(ClaimState.CLAIMED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The single next action, when it is due, and the action-budget deadline."""
 

@@ -20,7 +20,7 @@ from policies.cache import policy_version
 from policies.models import PolicyVersion
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Loaded:
     """An event as one transition attempt sees it."""
 
@@ -113,7 +113,7 @@ def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
     return Loaded(event, first[1], first[2], policy_version(first[8]), claims)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimMove:
     """Move the event's claim on ``channel`` to new values, only from one of ``predecessors``."""
 

@@ -57,7 +57,7 @@ class Outcome:
         return self.result == Effect.APPLIED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObservationInput:
     """One piece of evidence, already normalized by a transport adapter."""
 
@@ -81,7 +81,7 @@ class TransitionRaceError(RuntimeError):
     """Raised when a write lost more races than the table allows: a bug, not contention."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Change:
     """A transition to attempt, and the channel it claims, if any."""
 
@@ -155,7 +155,7 @@ NO_USEFUL_LIFE = ObservationInput(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Advanced:
     """The event after one change and/or observation, before anything is written."""
 

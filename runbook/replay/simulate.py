@@ -302,7 +302,7 @@ def _move(sim: _Sim, change: transitions.Change | None, observation: Observation
     sim.loaded, sim.decision, sim.now = advanced.after, advanced.decision, now
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Stored:
     """What the at-risk evaluator reads off the event row: its stored schedule."""
 
