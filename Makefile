@@ -37,7 +37,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,simulator]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# axe-core for the browser tests' accessibility checks, pinned by package-lock.json.
+NODE_STAMP := node_modules/.installed-stamp
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
+install: $(STAMP) $(NODE_STAMP)
 
 # Debian packages the tests use: Chromium, promtool, amtool, and the PostgreSQL, Redis and
 # RabbitMQ servers the tests start throwaway instances of.
@@ -51,7 +57,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-test-postgres: $(STAMP)
+test-postgres: $(STAMP) $(NODE_STAMP)
 	$(TEST_ENV) DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS)/15 $(BIN)/pytest
 
 # The embedded default must stay honest: the core runs on SQLite too (without the

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs, if any is missing:
-# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded),
+# chromium (the console's browser tests drive Debian's Chromium; nothing is downloaded), npm
+# (installs axe-core, which those tests inject to check accessibility),
 # prometheus (for promtool, which tests the shipped alert rules) and prometheus-alertmanager
 # (for amtool, which checks the shipped Alertmanager config and its routing), and the
 # PostgreSQL, Redis and RabbitMQ servers `make test` starts throwaway instances of
@@ -9,6 +10,7 @@ set -euo pipefail
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)

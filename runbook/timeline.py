@@ -15,12 +15,24 @@ from notify.states import Channel
 from policies.models import PolicyVersion
 from runbook import outcomes
 
-WIDTH = 960
-LEFT = 90  # room for the lane names
 RIGHT = 24
 LABEL_ROW = 14
 CHAR_WIDTH = 6.2  # an estimate for the 11px sans-serif labels, to keep them from overlapping
 LANE_GAP = 34
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The canvas a timeline is laid out on. A phone gets its own narrow layout, positions and
+    label rows computed for it, so its labels keep their size instead of shrinking with a wide one."""
+
+    kind: str
+    width: int
+    left: int  # room for the lane names
+
+
+WIDE = Layout("wide", 960, 90)
+NARROW = Layout("narrow", 360, 64)
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,7 @@ class Lane:
 
 @dataclass(frozen=True)
 class Timeline:
+    kind: str
     width: int
     height: int
     left: int
@@ -75,6 +88,7 @@ def build(
     observations: Sequence[Observation],
     transitions: Sequence[Transition],
     now: datetime,
+    layout: Layout = WIDE,
 ) -> Timeline:
     start = event.created_at
     happened = [start, *(o.recorded_at for o in observations), *(t.at for t in transitions)]
@@ -85,10 +99,10 @@ def build(
     if now_on_axis:
         end = max(end, now)
     span = max((end - start).total_seconds(), 1.0)
-    right = WIDTH - RIGHT
+    left, right = layout.left, layout.width - RIGHT
 
     def x(at: datetime) -> float:
-        return round(LEFT + (at - start).total_seconds() / span * (right - LEFT), 1)
+        return round(left + (at - start).total_seconds() / span * (right - left), 1)
 
     vertical = _vertical_marks(event, policy, now if now_on_axis else None)
     mark_rows = _stagger([(x(at), label) for at, label, _, _ in vertical])
@@ -121,7 +135,7 @@ def build(
     points.extend(_observation_point(o, x(o.recorded_at), lane_y[o.channel]) for o in observations)
     height = int(lanes[-1].y + 28)
     now_beyond = "" if now_on_axis else f"now: {_ago(now - end)} after the axis ends"
-    return Timeline(WIDTH, height, LEFT, right, lanes, marks, points, labels, now_beyond)
+    return Timeline(layout.kind, layout.width, height, left, right, lanes, marks, points, labels, now_beyond)
 
 
 def _vertical_marks(event: Event, policy: PolicyVersion, now: datetime | None) -> list[tuple[datetime, str, str, str]]:

@@ -168,7 +168,10 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
         "observations": newest_first,
         "history_truncated": len(newest_first) == HISTORY_LIMIT,
         "transitions": transitions,
-        "timeline": timeline.build(event, event.policy, claims, list(reversed(newest_first)), transitions, now),
+        "timelines": [
+            timeline.build(event, event.policy, claims, list(reversed(newest_first)), transitions, now, layout)
+            for layout in (timeline.WIDE, timeline.NARROW)
+        ],
         "console_actions": AuditEntry.objects.filter(event_id=event.id)
         .exclude(action=AuditAction.VIEW_RAW_STATUS)
         .select_related("user")

@@ -1,5 +1,6 @@
 """The event page answers, at a glance: who owns it, what was last seen, the budget, the one next step."""
 
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -8,6 +9,7 @@ from django.urls import reverse
 from notify import transitions
 from notify.states import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
+from runbook import timeline as timeline_module
 from runbook.status import Situation
 from tests.conftest import T0
 from tests.factories import new_event
@@ -125,11 +127,24 @@ def test_the_timeline_marks_deadline_act_by_expiry_and_now(page, policy, clock):
     event = event_in(State.SMS_PENDING, clock)
     clock.advance(20)
     response = page(event)
-    timeline = response.context["timeline"]
-    assert [mark.kind for mark in timeline.marks] == ["now", "deadline", "act-by", "expiry"]
-    assert {point.kind for point in timeline.points} >= {"created", "transition", "obs-accepted"}
+    wide, narrow = response.context["timelines"]
+    for timeline in (wide, narrow):
+        assert [mark.kind for mark in timeline.marks] == ["now", "deadline", "act-by", "expiry"]
+        assert {point.kind for point in timeline.points} >= {"created", "transition", "obs-accepted"}
+    # The phone's own layout: laid out on its own canvas (not the wide one scaled down), every
+    # point inside it and no two labels on one row overlapping at their own size.
+    assert (wide.width, narrow.width) == (960, 360)
+    assert all(narrow.left <= point.x <= narrow.right for point in narrow.points)
+    rows: dict[float, list[tuple[float, float]]] = {}
+    for mark in narrow.marks:
+        half = len(mark.label) * timeline_module.CHAR_WIDTH / 2
+        rows.setdefault(mark.label_y, []).append((mark.x - half, mark.x + half))
+    for spans in rows.values():
+        spans.sort()
+        assert all(left[1] <= right[0] for left, right in itertools.pairwise(spans)), spans
     body = response.content.decode()
-    assert '<svg class="timeline"' in body
+    assert '<svg class="timeline wide"' in body
+    assert '<svg class="timeline narrow"' in body
     assert "fallback deadline 12:01:00 UTC" in body
 
 

@@ -27,7 +27,7 @@ def test_marks_sit_at_their_times_along_the_axis(policy, clock):
     x = {mark.kind: mark.x for mark in drawn.marks}
     # Axis: creation at LEFT to expiry at the right edge; now half-way, D at 60 s, act_by 9 s before expiry.
     assert x["expiry"] == drawn.right
-    assert x["now"] == round(timeline.LEFT + (drawn.right - timeline.LEFT) / 2, 1)
+    assert x["now"] == round(timeline.WIDE.left + (drawn.right - timeline.WIDE.left) / 2, 1)
     assert x["deadline"] < x["now"] < x["act-by"] < x["expiry"]
 
 
