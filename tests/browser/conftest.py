@@ -3,9 +3,11 @@
 import shutil
 
 import pytest
+from django.contrib.auth.models import Group, User
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "correct horse battery staple"
 # Without the background-networking flags Chromium keeps dialling Google, which this
 # machine's closed network refuses; the rest keep a root-run, GPU-less browser quiet.
 FLAGS = [
@@ -17,6 +19,14 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+@pytest.fixture
+def responder(db):
+    """A console user in the responders group, who logs in as ``rita``."""
+    user = User.objects.create_user("rita", password=PASSWORD)
+    user.groups.add(Group.objects.get(name="responders"))
+    return user
 
 
 @pytest.fixture(scope="session")

@@ -4,24 +4,15 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
 from notify.clock import system_clock
 from notify.states import State
+from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import next_phone, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture
-def responder(db):
-    user = User.objects.create_user("rita", password=PASSWORD)
-    user.groups.add(Group.objects.get(name="responders"))
-    return user
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
 from notify.clock import system_clock
 from notify.states import State
 from runbook.models import Page, PageMode
+from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import next_phone
 from tests.runbook.events import event_in
@@ -25,18 +25,10 @@ from tests.runbook.events import event_in
 pytestmark = pytest.mark.django_db(transaction=True)
 
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
-PASSWORD = "correct horse battery staple"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1400, "height": 1000}
 WIDTHS = {"phone": PHONE, "desktop": DESKTOP}
 SCHEMES = ("light", "dark")
-
-
-@pytest.fixture
-def responder(db):
-    user = User.objects.create_user("rita", password=PASSWORD)
-    user.groups.add(Group.objects.get(name="responders"))
-    return user
 
 
 @pytest.fixture

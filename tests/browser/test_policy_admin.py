@@ -15,11 +15,11 @@ from policies.models import PolicyVersion, Status
 from runbook import projections
 from runbook.models import PolicyApproval
 from runbook.replay import timings
+from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PASSWORD = "correct horse battery staple"
 AUTHOR = ("view_policyversion", "add_policyversion", "change_policyversion")
 APPROVER = ("view_policyversion", "change_policyversion", "approve_policyversion")
 
