@@ -1,6 +1,7 @@
 """Every client error as one JSON shape, ``Error``, with the right status, and never an input value."""
 
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
@@ -45,7 +46,11 @@ def register(api: NinjaAPI) -> None:
     @api.exception_handler(ValidationError)
     def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         # Pydantic's messages describe the rule broken, not the value (ninja drops "input").
-        fields = [{"field": _field(error["loc"]), "message": error["msg"]} for error in exc.errors]
+        fields = [_field_error(error) for error in exc.errors]
+        unknown = [error["field"] for error in fields if error["message"] == UNKNOWN_FIELD_MESSAGE]
+        if unknown:
+            message = f"unknown field(s): {', '.join(unknown)}; the API does not ignore a field it does not know"
+            return respond(request, 422, "unknown_field", message, fields=fields)
         return respond(request, 422, "invalid_request", "the request is not valid; see fields", fields=fields)
 
     @api.exception_handler(RequestDataTooBig)
@@ -62,6 +67,22 @@ def register(api: NinjaAPI) -> None:
         # ninja raises 400 "Cannot parse request body" for JSON it cannot read.
         code = "malformed_request" if exc.status_code == 400 else "http_error"
         return respond(request, exc.status_code, code, str(exc))
+
+
+UNKNOWN_FIELD_MESSAGE = "unknown field"
+# A field's name is echoed only when it looks like one: a key is the caller's input, and
+# nothing a caller sends (a phone number as a key, say) is ever repeated back.
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
+
+
+def _field_error(error: dict[str, Any]) -> dict[str, str]:
+    name = _field(error["loc"])
+    if error.get("type") == "extra_forbidden":
+        return {
+            "field": name if _NAME.match(name) else "(a field whose name is not shown)",
+            "message": UNKNOWN_FIELD_MESSAGE,
+        }
+    return {"field": name, "message": str(error["msg"])}
 
 
 def _field(location: Any) -> str:

@@ -4,7 +4,8 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import AwareDatetime, Field, field_validator, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import JsonDict  # type: ignore[attr-defined]  # re-exported from pydantic_core
 
 from notify.clock import current_clock
 from notify.states import Channel, ClaimState, NextAction, State
@@ -17,8 +18,25 @@ CLIENT_KEY_PATTERN = r"^[!-~]+$"
 LONGEST_LIFETIME_S = int(LONGEST_LIFETIME.total_seconds())
 
 
+def _never_null(schema: JsonDict) -> None:
+    """A field that may be left out but is never null, as the schema shows it: its one non-null type."""
+    alternatives = schema.pop("anyOf")
+    assert isinstance(alternatives, list)
+    for alternative in alternatives:
+        if isinstance(alternative, dict) and alternative.get("type") != "null":
+            schema.update(alternative)
+
+
 class CreateEvent(Schema):
     """A password-reset delivery request. Phone, email and link go to the vault and are never returned."""
+
+    # A field the API does not know is refused (422, unknown_field), not ignored: a typo such as
+    # ttl_second must not leave the caller believing its expiry was set. The schema says the same
+    # (additionalProperties: false), and that exactly one of the two expiries is given (oneOf).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"oneOf": [{"required": ["expires_at"]}, {"required": ["ttl_seconds"]}]},
+    )
 
     client_key: str = Field(
         min_length=1, max_length=128, pattern=CLIENT_KEY_PATTERN, description="Your idempotency key for this reset."
@@ -28,12 +46,15 @@ class CreateEvent(Schema):
     phone: str = Field(min_length=1, max_length=32, description="The subscriber's phone number, E.164 (+14155550123).")
     email: str = Field(min_length=1, max_length=254, description="The subscriber's verified email address.")
     reset_url: str = Field(min_length=1, max_length=2048, description="The https reset link to deliver.")
+    # Optional, never null: the schema's oneOf reads "given" as "present", so null is refused too.
     expires_at: AwareDatetime | None = Field(
+        json_schema_extra=_never_null,
         default=None,
         description=f"When the link expires (ISO 8601 with offset): at most {LONGEST_LIFETIME_S} s from now, "
         "and within the region policy's maximum lifetime. Give this or ttl_seconds.",
     )
     ttl_seconds: int | None = Field(
+        json_schema_extra=_never_null,
         default=None,
         ge=1,
         le=LONGEST_LIFETIME_S,
@@ -41,6 +62,14 @@ class CreateEvent(Schema):
         "region policy's maximum lifetime. Give this or expires_at.",
     )
     consent: bool = Field(default=False, description="The subscriber consented to SMS (required by some regions).")
+
+    @field_validator("expires_at", "ttl_seconds", mode="before")
+    @classmethod
+    def left_out_not_null(cls, value: object) -> object:
+        # Runs only on a value sent (never on the default): an explicit null is refused.
+        if value is None:
+            raise ValueError("leave the field out instead of sending null")
+        return value
 
     @field_validator("expires_at")
     @classmethod
