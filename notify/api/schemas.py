@@ -7,7 +7,6 @@ from ninja import Schema
 from pydantic import AwareDatetime, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict  # type: ignore[attr-defined]  # re-exported from pydantic_core
 
-from notify.clock import current_clock
 from notify.states import Channel, ClaimState, NextAction, State
 from policies.models import LONGEST_LIFETIME
 
@@ -70,14 +69,6 @@ class CreateEvent(Schema):
         if value is None:
             raise ValueError("leave the field out instead of sending null")
         return value
-
-    @field_validator("expires_at")
-    @classmethod
-    def within_the_longest_lifetime(cls, expires_at: datetime | None) -> datetime | None:
-        # The same bound as ttl_seconds; the message states it, never the value given.
-        if expires_at is not None and expires_at - current_clock().now() > LONGEST_LIFETIME:
-            raise ValueError(f"expires_at must be at most {LONGEST_LIFETIME_S} seconds (24 h) from now")
-        return expires_at
 
     @model_validator(mode="after")
     def one_expiry(self) -> "CreateEvent":
