@@ -76,22 +76,17 @@ OBSERVATION_CLAIM_STATES: Mapping[tuple[Channel, Normalized], ClaimState] = {
 
 
 # A channel has reached an outcome when its SMS was delivered or failed, or its email was
-# accepted by the relay (the last thing SMTP says) or failed. Used by the expiry counters
-# of the metrics roll-up and of replay alike.
+# accepted by the relay (the last thing SMTP says) or failed.
 CHANNEL_OUTCOMES: Mapping[Channel, frozenset[ClaimState]] = {
     Channel.SMS: frozenset({ClaimState.DELIVERED, ClaimState.FAILED}),
     Channel.EMAIL: frozenset({ClaimState.ACCEPTED, ClaimState.DELIVERED, ClaimState.FAILED}),
 }
 
 
-def has_channel_outcome(claim_states: Mapping[Channel, str]) -> bool:
-    return any(state in CHANNEL_OUTCOMES[channel] for channel, state in claim_states.items())
-
-
 # The evidence that gives its channel an outcome: the observations that put a claim in one of
 # CHANNEL_OUTCOMES. "Expired without outcome" is judged at the link's expiry, by whether any
 # such evidence had arrived by then; a receipt after expiry came too late for the subscriber,
-# so neither the live roll-up nor replay lets it clear the expiry, however soon they look.
+# so neither the live roll-up (tallies) nor replay lets it clear the expiry, however soon they look.
 OUTCOME_EVIDENCE: frozenset[tuple[Channel, Normalized]] = frozenset(
     pair for pair, claim_state in OBSERVATION_CLAIM_STATES.items() if claim_state in CHANNEL_OUTCOMES[pair[0]]
 )

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from notify import machine
 from notify.models import Tally, TallyWatermark
+from notify.states import Effect
 
 SUPPRESSED_DUPLICATE_CLAIMS = "suppressed_duplicate_claims_total"
 EXPIRED_WITHOUT_OUTCOME = "expired_without_outcome_total"
@@ -162,7 +163,7 @@ def _roll_transitions(mark: TallyWatermark, cutoff: datetime, additions: Additio
         SELECT t.id, t.to_state, t.at, e.region, e.expires_at,
                EXISTS (SELECT 1 FROM notify_observation o
                        WHERE o.event_id = t.event_id AND o.recorded_at <= e.expires_at
-                         AND o.effect <> 'conflict' AND ({_OUTCOME_EVIDENCE}))
+                         AND o.effect <> '{Effect.CONFLICT.value}' AND ({_OUTCOME_EVIDENCE}))
         FROM notify_transition t JOIN notify_event e ON e.id = t.event_id
         WHERE t.id > %s AND t.id <= %s AND t.to_state IN ('email_claimed', 'expired') AND t.from_state <> ''
         ORDER BY t.id LIMIT {BATCH}

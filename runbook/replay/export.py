@@ -11,8 +11,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from notify import machine
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, Normalized, Source
+from notify.states import Channel, ClaimState, Normalized, Source
 from runbook.replay.timings import Call, Timing
 
 CHUNK = 1000
@@ -20,14 +21,26 @@ _SMS_TERMINAL = {"delivered": "delivered", "terminal_failure": "failed", "reject
 _EMAIL_FAILURES = ("rejected", "terminal_failure")
 # Evidence that the provider had the message: whatever status it reported for it.
 _SMS_FOUND = (Normalized.ACCEPTED, Normalized.PENDING, Normalized.DELIVERED, Normalized.TERMINAL_FAILURE)
-# A call's answer in the timing format's words (timings.SMS_ANSWERS, EMAIL_ANSWERS).
-_SMS_ANSWERS: dict[str, str] = {
-    Normalized.TRANSIENT_ERROR: "transient",
-    Normalized.CONFIGURATION_ERROR: "transient",
-    Normalized.ACCEPTED: "accepted",
-    Normalized.REJECTED: "failed",
+# A call's answer in the timing format's words (timings.SMS_ANSWERS, EMAIL_ANSWERS), read off the
+# claim table: what the answer did to the channel's claim is what the replay must make it do again.
+_ANSWER_BY_CLAIM = {
+    ClaimState.ACCEPTED: "accepted",
+    ClaimState.DELIVERED: "accepted",
+    ClaimState.FAILED: "failed",
+    ClaimState.CLAIMED: "transient",  # nothing sent: tried again
+    ClaimState.SUBMITTING: "unknown",  # an SMS whose answer was lost, left to lookups
 }
-_EMAIL_ANSWERS = {**_SMS_ANSWERS, Normalized.UNKNOWN_OUTCOME: "unknown", Normalized.POSSIBLE_DUPLICATE: "unknown"}
+# An email whose answer was lost also goes back to claimed, but it may have gone: the policy's
+# resubmit_unknown_email decides whether it is sent again, so it keeps its own word.
+_EMAIL_UNKNOWN = (Normalized.UNKNOWN_OUTCOME, Normalized.POSSIBLE_DUPLICATE)
+
+
+def answer_word(channel: str, normalized: str) -> str:
+    """The timing format's word for a call answered ``normalized`` on ``channel``."""
+    if channel == Channel.EMAIL and normalized in _EMAIL_UNKNOWN:
+        return "unknown"
+    claim_state = machine.OBSERVATION_CLAIM_STATES.get((Channel(channel), Normalized(normalized)))
+    return _ANSWER_BY_CLAIM.get(claim_state, "unknown") if claim_state is not None else "unknown"
 
 
 def export(since: datetime, region: str | None = None, *, seed: int = 0) -> list[Timing]:
@@ -152,7 +165,7 @@ def _sms_calls(seen: list[_Seen]) -> tuple[tuple[Call, ...], datetime | None]:
         started = answer.attempt_started_at
         assert started is not None
         latency = max(0.0, (answer.at - started).total_seconds())
-        kind = _SMS_ANSWERS.get(answer.normalized, "unknown")
+        kind = answer_word(Channel.SMS, answer.normalized)
         if answer.normalized == Normalized.UNKNOWN_OUTCOME:
             following = answers[index + 1].attempt_started_at if index + 1 < len(answers) else None
             found = _first(seen, Channel.SMS, _SMS_FOUND, after=started)
@@ -167,7 +180,7 @@ def _sms_calls(seen: list[_Seen]) -> tuple[tuple[Call, ...], datetime | None]:
 def _email_facts(seen: list[_Seen], email_at: datetime | None) -> dict[str, object]:
     """The email's calls and final answer; nothing when no email was sent (the latency is imputed)."""
     calls = tuple(
-        Call(max(0.0, (s.at - s.attempt_started_at).total_seconds()), _EMAIL_ANSWERS.get(s.normalized, "unknown"))
+        Call(max(0.0, (s.at - s.attempt_started_at).total_seconds()), answer_word(Channel.EMAIL, s.normalized))
         for s in seen
         if s.channel == Channel.EMAIL and s.source == Source.SUBMIT and s.attempt_started_at
     )

@@ -7,28 +7,34 @@ writer the worker uses), ``transitions.not_listed`` says what a lookup that did 
 the SMS proves, and ``runbook.risk.pageable`` says whether a page would go out. The record
 supplies only what the providers did and how long it took.
 
-The provider model, per the worker (``notify/worker.py``):
-- The SMS submit is answered ``sms_accept_s`` after it started, unless that is longer
-  than the client timeout (``TWILIO_TIMEOUT``): then the outcome is unknown, and the
-  claim is settled by lookups. A lookup finds the message once the provider has accepted
-  it. Before that, "not found" proves absence only once our call's bound and the
-  provider's processing horizon have passed since the attempt began; until then the
-  lookup is repeated with backoff, and at D the event yields to the email: never a second
-  SMS. The horizon is ``TWILIO_PROCESSING_HORIZON``, the one the production transport is
-  given. A record accepted later than that breaks the provider's promise: the message is
-  then resubmitted, as the worker would, and ``Outcome.sms_attempts`` shows it.
-- The terminal receipt arrives by callback ``sms_terminal_s`` after the first submit,
-  whenever that is: before the submit's answer too (the callback needs no lease), in
-  which case a delivery implies the acceptance, as ``record_receipt`` has it, and so it
-  does for a submit still unresolved when the event moved on to the email. Polls before
-  the receipt find the SMS pending.
+The provider model, per the worker (``notify/worker.py``). Each call is answered as history
+answered that attempt (``Timing.sms_call`` / ``email_call``; a replay making more calls than
+history did gets the last one's answer again):
+- An SMS call refused (``transient``: nothing sent, tried again a poll interval after the answer;
+  ``failed``: for good) is answered after its latency. An accepted one is answered after its
+  latency, unless that is longer than the client timeout (``TWILIO_TIMEOUT``): then the outcome
+  is unknown, and the claim is settled by lookups, as is a call whose message never appeared
+  (``unknown``). A lookup finds the message once the provider has accepted it. Before that,
+  "not found" proves absence only once our call's bound and the provider's processing horizon
+  have passed since the attempt began; until then the lookup is repeated with backoff, and at
+  D the event yields to the email: never a second SMS. The horizon is
+  ``TWILIO_PROCESSING_HORIZON``, the one the production transport is given. A record accepted
+  later than that breaks the provider's promise: the message is then resubmitted, as the
+  worker would, and ``Outcome.sms_attempts`` shows it.
+- The terminal receipt comes ``sms_terminal_s`` after the accepted call began. One that came by
+  callback arrives then, whenever that is: before the submit's answer too (the callback needs no
+  lease), in which case a delivery implies the acceptance, as ``record_receipt`` has it, and so
+  it does for a submit still unresolved when the event moved on to the email. One whose
+  callback was lost (``sms_receipt`` ``poll``) is found only by the first poll or lookup at or
+  after that time. Polls before the receipt find the SMS pending.
 - The email is not sent once the link has too little life left for it to be of use
-  (``machine.email_has_useful_life``): the channel fails as ``no_useful_life``. Otherwise
-  it is answered after ``email_accept_s``: accepted, or refused for good. An answer later
-  than the whole exchange's deadline (``EMAIL_SEND_DEADLINE``) is cut there; the record
-  does not say whether the final dot had gone, so the cut is taken as after it (an unknown
-  outcome, the case that may cost a second copy), resent under the same Message-ID after
-  the policy's backoff while the policy allows, as the worker does.
+  (``machine.email_has_useful_life``): the channel fails as ``no_useful_life``. Otherwise each
+  call is answered after its latency: accepted, refused for good, deferred (``transient``) or
+  lost (``unknown``), the last two tried again after the policy's backoff. An answer later than
+  the whole exchange's deadline (``EMAIL_SEND_DEADLINE``) is cut there; the record does not say
+  whether the final dot had gone, so the cut is taken as after it (an unknown outcome, the case
+  that may cost a second copy), resent under the same Message-ID while the policy allows, as the
+  worker does.
 - Workers are not killed here: an email is never found mid-send by another worker.
 """
 

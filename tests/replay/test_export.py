@@ -8,8 +8,9 @@ import pytest
 from django.core.management import call_command
 
 from notify.models import Event
-from notify.states import State
+from notify.states import Channel, Normalized, State
 from runbook.replay import timings
+from runbook.replay.export import answer_word
 from runbook.replay.simulate import simulate
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, PolicyVersionFactory, new_event
 from tests.notify.workers import run_until_settled, scripted_event
@@ -73,3 +74,24 @@ def test_each_call_is_exported_with_its_own_latency_and_answer(tmp_path, clock, 
     # Version 1's measure of the same email, one 30 s call, fails where the live event did not.
     one_slow_call = replace(row, email_calls=(), email_accept_s=30.0)
     assert simulate(one_slow_call, policy).final_state == State.EMAIL_FAILED
+
+
+@pytest.mark.parametrize(
+    ("channel", "normalized", "word"),
+    [
+        # Twilio answered the create with a terminal status: refused after all, nothing to look up.
+        (Channel.SMS, Normalized.TERMINAL_FAILURE, "failed"),
+        (Channel.SMS, Normalized.ACCEPTED, "accepted"),
+        (Channel.SMS, Normalized.REJECTED, "failed"),
+        (Channel.SMS, Normalized.TRANSIENT_ERROR, "transient"),
+        (Channel.SMS, Normalized.CONFIGURATION_ERROR, "transient"),
+        (Channel.SMS, Normalized.UNKNOWN_OUTCOME, "unknown"),
+        (Channel.EMAIL, Normalized.ACCEPTED, "accepted"),
+        (Channel.EMAIL, Normalized.REJECTED, "failed"),
+        (Channel.EMAIL, Normalized.TRANSIENT_ERROR, "transient"),
+        (Channel.EMAIL, Normalized.UNKNOWN_OUTCOME, "unknown"),
+        (Channel.EMAIL, Normalized.POSSIBLE_DUPLICATE, "unknown"),
+    ],
+)
+def test_each_call_answer_is_exported_as_what_it_did_to_the_claim(channel, normalized, word):
+    assert answer_word(channel, normalized) == word
