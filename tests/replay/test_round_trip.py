@@ -2,7 +2,8 @@
 exported from the claims and observations it left, and replayed from the file, ends the same way.
 
 Unlike ``test_agreement`` (records written by hand, calls taking no time), the histories here are
-generated: every call takes time, SMS creates are refused (429) before an answer, the relay defers
+generated: every call takes time, Twilio may accept a create only after our client gave up on it
+(slower than TWILIO_TIMEOUT: lookups settle it), SMS creates are refused (429) before an answer, the relay defers
 emails (451) before an answer or until the policy gives up, and receipts come by callback or, their
 callback lost, only by polling. Export and replay must tell exactly what the live system did.
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -26,7 +28,7 @@ from runbook.replay.export import export
 from runbook.replay.simulate import simulate
 from tests.factories import new_event
 from tests.notify.helpers import post_status
-from tests.notify.workers import next_phone, step
+from tests.notify.workers import SlowTwilio, next_phone, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,6 +45,9 @@ class History:
     smtp_answers: tuple[str, ...]  # the relay's answers to each DATA, in order
     email_latencies_ms: tuple[int, ...]
     lifetime_s: int
+    # Twilio slower than our client: the accepted create is created this many seconds after it came
+    # in, past TWILIO_TIMEOUT (our call gives up, lookups settle it) and within the processing horizon.
+    accepted_late_s: int | None = None
 
 
 @st.composite
@@ -61,6 +66,7 @@ def histories(draw: st.DrawFn) -> History:
         smtp_answers=smtp_answers,
         email_latencies_ms=tuple(draw(LATENCIES_MS) for _ in smtp_answers),
         lifetime_s=draw(st.sampled_from([180, 600])),
+        accepted_late_s=draw(st.none() | st.integers(11, 45)) if sms_answers[-1] == "accept" else None,
     )
 
 
@@ -70,11 +76,22 @@ class TimedSms:
 
     def __init__(self, inner, clock, history: History) -> None:
         self._inner, self._clock, self._history = inner, clock, history
-        self.absence_horizon = inner.absence_horizon
+        # The production transport's horizon, the one replay models (the simulator's is shorter).
+        self.absence_horizon = settings.TWILIO_PROCESSING_HORIZON
         self.receipt_at: datetime | None = None
         self._calls = 0
+        # The accepted create, when Twilio takes longer than our client waits (SlowTwilio).
+        self.late: SlowTwilio | None = None
 
     def submit(self, message):
+        last = self._calls == len(self._history.sms_answers) - 1
+        late = self._history.accepted_late_s if last else None
+        if late is not None:
+            self.late = SlowTwilio(self._inner, self._clock, accept_after=late, timeout=settings.TWILIO_TIMEOUT)
+            self._calls += 1
+            if self._history.receipt is not None:
+                self.receipt_at = self._clock.now() + timedelta(seconds=late + self._history.receipt[0])
+            return self.late.submit(message)  # times out on our side; Twilio creates it later
         self._clock.advance(self._history.sms_latencies_ms[self._calls] / 1000)
         self._calls += 1
         receipt = self._inner.submit(message)  # a refusal raises, as the real adapter does
@@ -82,15 +99,22 @@ class TimedSms:
             self.receipt_at = self._clock.now() + timedelta(seconds=self._history.receipt[0])
         return receipt
 
+    def sid(self, known: str) -> str:
+        """The message's id for its callback: Twilio's own, though our event may not know it yet."""
+        if self.late is None:
+            return known
+        self.late.finish_processing()
+        return self.late.sids[0]
+
     def fetch(self, provider_ref):
-        receipt = self._inner.fetch(provider_ref)
+        receipt = (self.late or self._inner).fetch(provider_ref)
         planned = self._history.receipt
         if planned is not None and planned[2] and self.receipt_at is not None and self._clock.now() >= self.receipt_at:
             return Receipt(normalize(planned[1]), planned[1], provider_ref=provider_ref)
         return receipt
 
     def find(self, message, since, neighbours):
-        return self._inner.find(message, since, neighbours)
+        return (self.late or self._inner).find(message, since, neighbours)
 
 
 class TimedEmail:
@@ -127,7 +151,7 @@ def live(history: History, simulator, transports, clock) -> Event:
             and (due is None or sms.receipt_at <= due)
         ):
             clock.advance(max(0.0, (sms.receipt_at - clock.now()).total_seconds()))
-            sid = Claim.objects.get(event=event, channel=Channel.SMS).provider_ref
+            sid = sms.sid(Claim.objects.get(event=event, channel=Channel.SMS).provider_ref)
             assert post_status(callbacks, event.id, planned[1], sid=sid).status_code == 204
             called_back = True
             continue
