@@ -82,9 +82,10 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
     def insert(number: int) -> object:
         reset, sealed_for = resets[number], destinations[number]
         start = events.starting_point(policy, reset, sealed_for)
-        fingerprint = events.request_fingerprint(reset, sealed_for)
+        audience = events.audience_of(reset)
+        fingerprint = events.request_fingerprint(reset, sealed_for, audience)
         event, dependents = events.new_rows(
-            reset, policy, start, sealed_for, fingerprint, now + timedelta(minutes=10), now, True
+            reset, policy, start, sealed_for, audience, fingerprint, now + timedelta(minutes=10), now, True
         )
         return rows.insert_together(event, ("service", "client_key"), dependents, only_if=still_published(policy))
 
@@ -115,7 +116,7 @@ def _parse_phone(phone: str) -> str:
 def _seal_and_hash(reset: events.ResetRequest, destinations: vault.Destinations) -> object:
     vault.keyed_hash(destinations.phone)
     vault.keyed_hash(destinations.email)
-    events.request_fingerprint(reset, destinations)
+    events.request_fingerprint(reset, destinations, events.audience_of(reset))
     return vault.seal(destinations)
 
 

@@ -13,6 +13,7 @@ from django.db import models
 from notify import machine, rows, vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
 from notify.states import Cause, Channel, Purpose, State
+from policies import locales, rendering, segments
 from policies.cache import presumed_published, published_version, still_published
 from policies.models import PolicyVersion
 
@@ -29,6 +30,9 @@ class Refusal(StrEnum):
     DESTINATION_NOT_ALLOWED = "destination_not_allowed"
     CONSENT_REQUIRED = "consent_required"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    INVALID_LOCALE = "invalid_locale"
+    INVALID_TIME_ZONE = "invalid_time_zone"
+    RESET_URL_TOO_LONG = "reset_url_too_long"
 
 
 class EventRefused(Exception):
@@ -55,6 +59,8 @@ class ResetRequest:
     expires_at: datetime | None = None
     ttl: timedelta | None = None
     consent: bool = False
+    locale: str = ""
+    time_zone: str = ""
 
     def __repr__(self) -> str:
         return f"ResetRequest(service={self.service!r}, client_key={self.client_key!r}, region={self.region!r})"
@@ -91,12 +97,13 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
     and, if another is published now, the request is judged again under that one.
     """
     destinations = normalized_destinations(request)
-    fingerprint = request_fingerprint(request, destinations)
+    audience = audience_of(request)
+    fingerprint = request_fingerprint(request, destinations, audience)
     policy = presumed_published(request.region)
     while True:
         refusal: EventRefused | None = None
         try:
-            event, dependents = _new_event(request, policy, destinations, fingerprint, now, sends_wake_up)
+            event, dependents = _new_event(request, policy, destinations, audience, fingerprint, now, sends_wake_up)
         except EventRefused as refused:
             refusal = refused
         else:
@@ -131,6 +138,7 @@ def _new_event(
     request: ResetRequest,
     policy: PolicyVersion | None,
     destinations: vault.Destinations,
+    audience: rendering.Audience,
     fingerprint: str,
     now: datetime,
     sends_wake_up: bool,
@@ -139,6 +147,15 @@ def _new_event(
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
     start = starting_point(policy, request, destinations)
+    # The policy's segment limit was checked with links up to this length: a longer one could
+    # make the SMS cost (and risk) more than the policy was approved for.
+    if (length := link_length(destinations.reset_url)) > policy.reset_url_max_length:
+        raise EventRefused(
+            Refusal.RESET_URL_TOO_LONG,
+            "reset_url",
+            f"reset_url is {length} SMS characters long; policy {policy} accepts at most "
+            f"{policy.reset_url_max_length} (a ~, [ or ] counts twice)",
+        )
     expires_at = _expiry(request, now)
     shortest = machine.minimum_lifetime(policy, start.state, start.fallback_available)
     if expires_at - now <= shortest:
@@ -159,7 +176,7 @@ def _new_event(
 
     # Before any outbound request: the event, its first claim, the sealed destinations and
     # the first transition land together or not at all (create_event inserts them).
-    return new_rows(request, policy, start, destinations, fingerprint, expires_at, now, sends_wake_up)
+    return new_rows(request, policy, start, destinations, audience, fingerprint, expires_at, now, sends_wake_up)
 
 
 def new_rows(
@@ -167,6 +184,7 @@ def new_rows(
     policy: PolicyVersion,
     start: "Start",
     destinations: vault.Destinations,
+    audience: rendering.Audience,
     fingerprint: str,
     expires_at: datetime,
     now: datetime,
@@ -186,6 +204,9 @@ def new_rows(
         email_recipient_ref=vault.keyed_hash(destinations.email) if destinations.email else "",
         created_at=now,
         expires_at=expires_at,
+        locale=audience.locale,
+        time_zone=audience.time_zone,
+        message_locale=rendering.template_set_for(policy, audience.locale).key,
         state=start.state,
         version=1,
         state_entered_at=now,
@@ -287,6 +308,14 @@ def normalized_destinations(request: ResetRequest) -> vault.Destinations:
         URLValidator(schemes=["https"])(request.reset_url)
     except ValidationError:
         raise EventRefused(Refusal.INVALID_RESET_URL, "reset_url", "reset_url must be an https URL") from None
+    if not request.reset_url.isascii():
+        # A link is measured, and sent, as ASCII: one character outside GSM-7 would turn the
+        # whole SMS into UCS-2 (70 characters a segment instead of 160).
+        raise EventRefused(
+            Refusal.INVALID_RESET_URL,
+            "reset_url",
+            "reset_url must be ASCII: percent-encode its path and write its host in punycode",
+        )
     return vault.Destinations(
         phone=phone,
         email=email.lower(),
@@ -304,7 +333,25 @@ def _expiry(request: ResetRequest, now: datetime) -> datetime:
     raise EventRefused(Refusal.INVALID_EXPIRY, "expires_at", "give exactly one of expires_at and ttl_seconds")
 
 
-def request_fingerprint(request: ResetRequest, destinations: vault.Destinations) -> str:
+def audience_of(request: ResetRequest) -> rendering.Audience:
+    """The subscriber's locale and time zone, canonical, or a refusal naming the field."""
+    try:
+        locale = locales.canonical(request.locale) if request.locale else ""
+    except locales.InvalidLocale as error:
+        raise EventRefused(Refusal.INVALID_LOCALE, "locale", str(error)) from None
+    if request.time_zone and not locales.valid_time_zone(request.time_zone):
+        raise EventRefused(
+            Refusal.INVALID_TIME_ZONE, "time_zone", "time_zone must be an IANA time zone, such as Europe/Vienna"
+        )
+    return rendering.Audience(locale, request.time_zone)
+
+
+def link_length(reset_url: str) -> int:
+    """The link's length in an SMS: GSM-7 septets, so a character of its extension table counts twice."""
+    return sum(segments.gsm_septets(character) or 2 for character in reset_url)
+
+
+def request_fingerprint(request: ResetRequest, destinations: vault.Destinations, audience: rendering.Audience) -> str:
     """Return a keyed hash of everything that makes two requests "the same request"."""
     canonical = json.dumps(
         [
@@ -316,6 +363,8 @@ def request_fingerprint(request: ResetRequest, destinations: vault.Destinations)
             request.expires_at.isoformat() if request.expires_at else None,
             request.ttl.total_seconds() if request.ttl else None,
             request.consent,
+            audience.locale,
+            audience.time_zone,
         ]
     )
     return vault.keyed_hash(canonical)

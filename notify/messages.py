@@ -1,4 +1,4 @@
-"""Rendering the reset messages from the event's policy templates.
+"""The reset messages as the transports send them, from the event's policy templates.
 
 The rendered text contains the reset link: it is handed to a transport and never
 logged, stored or returned anywhere else.
@@ -7,12 +7,13 @@ logged, stored or returned anywhere else.
 from datetime import datetime
 
 from django.core.mail import EmailMessage
-from django.template import Context, Template
 
 from notify.models import claim_key
 from notify.states import Channel
 from notify.vault import Destinations
+from policies import rendering
 from policies.models import MessagePurpose, PolicyVersion
+from policies.rendering import Audience
 
 
 class NotTransactional(Exception):
@@ -29,33 +30,32 @@ def message_id(event_id: str, sender: str) -> str:
     return f"<{claim_key(Channel.EMAIL, event_id).replace(':', '.')}@{domain}>"
 
 
-def sms_text(policy: PolicyVersion, destinations: Destinations, expires_at: datetime) -> str:
+def sms_text(policy: PolicyVersion, destinations: Destinations, audience: Audience, expires_at: datetime) -> str:
     _require_transactional(policy)
-    return _render(policy.sms_template, destinations, expires_at)
+    return rendering.sms_text(policy, audience, destinations.reset_url, expires_at)
 
 
-def reset_email(event_id: str, policy: PolicyVersion, destinations: Destinations, expires_at: datetime) -> EmailMessage:
-    """Build the fallback email: transactional headers only.
+def reset_email(
+    event_id: str, policy: PolicyVersion, destinations: Destinations, audience: Audience, expires_at: datetime
+) -> EmailMessage:
+    """Build the fallback email in the subscriber's language: transactional headers only.
 
     No ``List-Unsubscribe`` / ``List-Unsubscribe-Post`` (RFC 8058 is for list mail) and
     no marketing suppression: a reset the subscriber asked for must not be unsubscribable.
     """
     _require_transactional(policy)
+    rendered = rendering.email(policy, audience, destinations.reset_url, expires_at)
     return EmailMessage(
-        subject=_render(policy.email_subject_template, destinations, expires_at).strip(),
-        body=_render(policy.email_body_template, destinations, expires_at),
+        subject=rendered.subject,
+        body=rendered.body,
         from_email=policy.email_from,
         to=[destinations.email],
         headers={
             "Message-ID": message_id(event_id, policy.email_from),
             "Auto-Submitted": "auto-generated",  # RFC 3834: no auto-replies to a reset
+            "Content-Language": rendered.language,  # RFC 3282: the language the text is written in
         },
     )
-
-
-def _render(template: str, destinations: Destinations, expires_at: datetime) -> str:
-    context = Context({"reset_url": destinations.reset_url, "expires_at": expires_at}, autoescape=False)
-    return Template(template).render(context)
 
 
 def _require_transactional(policy: PolicyVersion) -> None:

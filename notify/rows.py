@@ -18,6 +18,7 @@ from notify.machine import ClaimSnapshot, EventSnapshot
 from notify.states import Channel, ClaimState
 from policies.cache import policy_version
 from policies.models import PolicyVersion
+from policies.rendering import Audience
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +41,11 @@ WHERE e.id = %s
 """
 # What a worker step reads, in one round trip: the database's time first (the step measures
 # its clock by it), the event as ``_LOAD`` has it, and what only the step needs: the time of
-# its pending wake-up, the sealed destinations and the claims' provider references.
+# its pending wake-up, the sealed destinations, the claims' provider references and whom the
+# messages are worded for.
 # ``{source}``: the table, or the event a statement has just taken.
 _STEP_READ = f"""
-SELECT {{now}}, {_EVENT_COLUMNS}, e.wake_at, v.ciphertext, e.id, c.provider_ref
+SELECT {{now}}, {_EVENT_COLUMNS}, e.wake_at, v.ciphertext, e.id, c.provider_ref, e.locale, e.time_zone
 FROM {{source}} e LEFT JOIN notify_claim c ON c.event_id = e.id LEFT JOIN notify_vaultentry v ON v.event_id = e.id
 {{where}}
 """
@@ -79,6 +81,7 @@ class StepRead:
     wake_at: datetime | None  # when its pending wake-up is due, if one was sent
     sealed: bytes | None  # the vault's ciphertext (None once retention purged it)
     provider_refs: Mapping[Channel, str]  # the provider's id of each claim's message, once known
+    audience: Audience  # the locale and time zone the messages are worded for
 
 
 def read_for_step(event_id: str) -> StepRead:
@@ -94,7 +97,8 @@ def _step_read(event_id: str, rows: list[tuple[Any, ...]]) -> StepRead:
     first = rows[0]
     sealed = None if first[14] is None else bytes(first[14])
     refs = {Channel(row[10]): row[16] for row in rows if row[10] is not None and row[16]}
-    return StepRead(str(first[15]), loaded, parse_database_time(first[0]), _aware(first[13]), sealed, refs)
+    audience = Audience(locale=str(first[17]), time_zone=str(first[18]))
+    return StepRead(str(first[15]), loaded, parse_database_time(first[0]), _aware(first[13]), sealed, refs, audience)
 
 
 def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
@@ -515,6 +519,7 @@ class Intent:
     hold: timedelta
     settle_after: timedelta
     schedule: Mapping[str, object]
+    segments: int | None = None  # an SMS's segment count, recorded on its claim
 
 
 def record_intent(intent: Intent) -> tuple[bool, bool]:
@@ -533,11 +538,11 @@ def record_intent(intent: Intent) -> tuple[bool, bool]:
     held = [intent.event_id, intent.token, *now_params, intent.version]
     claim_sql = (
         f"UPDATE notify_claim SET state = %s, attempts = attempts + 1, submitted_at = COALESCE(submitted_at, {now}),"
-        f" attempt_started_at = {now}, next_attempt_at = {settle}, updated_at = {now}"
-        " WHERE channel = %s AND state = %s AND event_id"
+        f" attempt_started_at = {now}, next_attempt_at = {settle}, updated_at = {now},"
+        " segments = COALESCE(%s, segments) WHERE channel = %s AND state = %s AND event_id"
     )
     claim = [
-        ClaimState.SUBMITTING.value, *now_params, *now_params, *settle_params, *now_params,
+        ClaimState.SUBMITTING.value, *now_params, *now_params, *settle_params, *now_params, intent.segments,
         str(intent.channel), ClaimState.CLAIMED.value,
     ]  # fmt: skip
     schedule_sql = f"UPDATE notify_event SET {_assignments(intent.schedule)}, lease_expires_at = {expiry} WHERE id"

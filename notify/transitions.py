@@ -550,6 +550,7 @@ def begin_submit(
     known: rows.Loaded | None = None,
     hold: timedelta | None = None,
     settle_after: timedelta = timedelta(0),
+    segments: int | None = None,
 ) -> rows.Loaded | None:
     """Record the intent to call the provider (claim ``claimed -> submitting``) before calling it.
 
@@ -561,7 +562,8 @@ def begin_submit(
 
     ``hold`` (default: the policy's lease) is how long the lease is kept from now, to
     cover the call, and ``settle_after`` when the claim becomes due for settling: no later
-    worker may act on the claim while the call could still be in flight. Both are counted
+    worker may act on the claim while the call could still be in flight. ``segments``: the
+    SMS's segment count, kept on the claim. Both are counted
     on the database's clock (``at`` pins it in tests); ``now`` is the caller's reading of
     it, for the schedule.
     """
@@ -579,7 +581,15 @@ def begin_submit(
     }
     # The version check refuses an event changed under a stale read (say, expired by the sweeper meanwhile).
     intent = rows.Intent(
-        event_id, channel, lease.token, base.version, at, hold or base.policy.lease_ttl, settle_after, schedule
+        event_id,
+        channel,
+        lease.token,
+        base.version,
+        at,
+        hold or base.policy.lease_ttl,
+        settle_after,
+        schedule,
+        segments,
     )
     held, moved = rows.record_intent(intent)
     if not held:

@@ -34,6 +34,7 @@ from notify.transports.base import (
     UnknownOutcome,
 )
 from policies.models import LONGEST_LIFETIME
+from policies.segments import encode
 
 log = logging.getLogger("notify.worker")
 
@@ -277,6 +278,7 @@ class _Step:
         # Read with the event as the step began. A provider's message id never changes once known.
         self.sealed = read.sealed
         self.provider_refs = read.provider_refs
+        self.audience = read.audience
         self.pending_wake = read.wake_at
         # Set by the write that gave the lease back (``_observe(..., last=True)``).
         self.handed_back: Outcome | None = None
@@ -331,7 +333,7 @@ class _Step:
         if counted is not None:
             tallies.add_for_event(counted, self.event_id, observation.channel)
 
-    def _begin(self, channel: Channel, now: datetime) -> None:
+    def _begin(self, channel: Channel, now: datetime, segments: int | None = None) -> None:
         """Commit the intent (claim ``submitting``) before the remote call, holding the lease through it.
 
         A crash from here on leaves the claim SUBMITTING; the next worker settles it (SMS:
@@ -350,6 +352,7 @@ class _Step:
             known=self.known,
             hold=lease_hold(channel, self.known.policy.lease_ttl),
             settle_after=settle_after,
+            segments=segments,
         )
         if begun is None:
             raise Ended
@@ -361,7 +364,7 @@ class _Step:
         return SmsMessage(
             to=destinations.phone,
             sender=policy.sms_sender,
-            body=messages.sms_text(policy, destinations, self.known.event.expires_at),
+            body=messages.sms_text(policy, destinations, self.audience, self.known.event.expires_at),
             status_callback=sms_callback_url(self.event_id),
             reference=destinations.reset_url,
             discard_content=policy.sms_discard_content,
@@ -369,7 +372,8 @@ class _Step:
 
     def _submit_sms(self, now: datetime) -> None:
         message = self._sms_message()
-        self._begin(Channel.SMS, now)
+        # What it is billed as, kept on the claim for /metrics and replay (never the text).
+        self._begin(Channel.SMS, now, segments=encode(message.body).segments)
         try:
             observation = _from_receipt(Channel.SMS, Source.SUBMIT, self.transports.sms.submit(message))
         except TransportError as error:
@@ -447,7 +451,9 @@ class _Step:
         if not machine.email_has_useful_life(self.known.event, policy, now):
             self._observe(transitions.NO_USEFUL_LIFE)
             return
-        message = messages.reset_email(self.event_id, policy, self._destinations(), self.known.event.expires_at)
+        message = messages.reset_email(
+            self.event_id, policy, self._destinations(), self.audience, self.known.event.expires_at
+        )
         self._begin(Channel.EMAIL, now)
         try:
             receipt = self.transports.email.send(message, within=call_bound(Channel.EMAIL))

@@ -1,5 +1,6 @@
-"""What a channel plan needs from a policy version: senders, destinations, templates."""
+"""What a channel plan needs from a policy version: senders, destinations, templates in every locale."""
 
+from collections import defaultdict
 from typing import Any, Protocol
 
 import phonenumbers
@@ -7,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.template import Template, TemplateSyntaxError
 
-TEMPLATE_FIELDS = ("sms_template", "email_subject_template", "email_body_template")
+from policies import locales, rendering, sms_check
 
 
 class ChannelSettings(Protocol):
@@ -16,6 +17,10 @@ class ChannelSettings(Protocol):
     sms_template: str
     email_subject_template: str
     email_body_template: str
+    default_locale: str
+    locale_templates: Any  # a JSON field: checked here to map locales to their three templates
+    sms_max_segments: int
+    reset_url_max_length: int
     allowed_sms_country_codes: Any  # a JSON field: checked here to be a list of calling codes
     sms_sender: str
     email_from: str
@@ -27,31 +32,89 @@ class ChannelSettings(Protocol):
 
 
 def channel_errors(policy: ChannelSettings) -> dict[str, str]:
-    errors: dict[str, str] = {}
-    for name in TEMPLATE_FIELDS:
-        try:
-            Template(getattr(policy, name))
-        except TemplateSyntaxError as error:
-            errors[name] = f"{name} is not a valid template: {error}"
+    problems: defaultdict[str, list[str]] = defaultdict(list)
+    _locale_problems(policy, problems)
+    if not problems:
+        for template_set in rendering.template_sets(policy):
+            _template_problems(policy, template_set, problems)
     if policy.uses_sms:
         codes = policy.allowed_sms_country_codes
         if not isinstance(codes, list) or not codes:
-            errors["allowed_sms_country_codes"] = "an SMS plan needs at least one allowed country calling code"
+            problems["allowed_sms_country_codes"].append("an SMS plan needs at least one allowed country calling code")
         elif unknown := [
             c for c in codes if not isinstance(c, int) or phonenumbers.region_code_for_country_code(c) == "ZZ"
         ]:
-            errors["allowed_sms_country_codes"] = f"not country calling codes: {unknown}"
+            problems["allowed_sms_country_codes"].append(f"not country calling codes: {unknown}")
         if not policy.sms_sender:
-            errors["sms_sender"] = "an SMS plan needs a sender number or messaging service"
-        if "reset_url" not in policy.sms_template and "sms_template" not in errors:
-            errors["sms_template"] = "the SMS template must include {{ reset_url }}"
+            problems["sms_sender"].append("an SMS plan needs a sender number or messaging service")
+        if not problems:
+            # Only templates that render can be measured; the limit is the policy's promise of cost.
+            for result in sms_check.check(policy):
+                if not result.within_limit:
+                    field = "sms_template" if result.template_set.key == rendering.DEFAULT else "locale_templates"
+                    problems[field].append(result.problem)
     if policy.uses_email:
         try:
             validate_email(policy.email_from)
         except ValidationError:
-            errors["email_from"] = "an email plan needs a valid from-address"
-        if not policy.email_subject_template and "email_subject_template" not in errors:
-            errors["email_subject_template"] = "an email plan needs a subject"
-        if "reset_url" not in policy.email_body_template and "email_body_template" not in errors:
-            errors["email_body_template"] = "the email template must include {{ reset_url }}"
-    return errors
+            problems["email_from"].append("an email plan needs a valid from-address")
+    return {field: "; ".join(messages) for field, messages in problems.items() if messages}
+
+
+def _locale_problems(policy: ChannelSettings, problems: defaultdict[str, list[str]]) -> None:
+    """The default locale and every locale set's key are canonical BCP 47 tags; each set has its three texts."""
+    try:
+        if locales.canonical(policy.default_locale) != policy.default_locale:
+            problems["default_locale"].append(f"write it {locales.canonical(policy.default_locale)}")
+    except locales.InvalidLocale as error:
+        problems["default_locale"].append(str(error))
+    sets = policy.locale_templates
+    if not isinstance(sets, dict):
+        problems["locale_templates"].append("must map locales to their templates (sms, email_subject, email_body)")
+        return
+    for key, texts in sets.items():
+        try:
+            canonical = locales.canonical(key)
+        except locales.InvalidLocale as error:
+            problems["locale_templates"].append(f"{key!r}: {error}")
+            continue
+        if canonical != key:
+            problems["locale_templates"].append(f"{key!r}: write it {canonical}")
+        elif canonical == policy.default_locale:
+            problems["locale_templates"].append(f"{key}: is the default locale; edit the default templates instead")
+        elif not isinstance(texts, dict) or set(texts) != set(rendering.SET_FIELDS):
+            fields = ", ".join(rendering.SET_FIELDS)
+            problems["locale_templates"].append(f"{key}: needs exactly {fields}")
+        elif not all(isinstance(text, str) for text in texts.values()):
+            problems["locale_templates"].append(f"{key}: each template is text")
+
+
+def _template_problems(
+    policy: ChannelSettings, template_set: rendering.TemplateSet, problems: defaultdict[str, list[str]]
+) -> None:
+    """Each template compiles; the texts the plan sends carry the link, and an email has a subject."""
+
+    def report(name: str, problem: str) -> None:
+        if template_set.key == rendering.DEFAULT:
+            problems[f"{name}_template"].append(problem)
+        else:
+            problems["locale_templates"].append(f"{template_set.key} {name}: {problem}")
+
+    texts = {
+        "sms": template_set.sms,
+        "email_subject": template_set.email_subject,
+        "email_body": template_set.email_body,
+    }
+    broken = set()
+    for name, text in texts.items():
+        try:
+            Template(text)
+        except TemplateSyntaxError as error:
+            report(name, f"not a valid template: {error}")
+            broken.add(name)
+    if policy.uses_sms and "sms" not in broken and "reset_url" not in template_set.sms:
+        report("sms", "the SMS template must include {{ reset_url }}")
+    if policy.uses_email and "email_subject" not in broken and not template_set.email_subject:
+        report("email_subject", "an email plan needs a subject")
+    if policy.uses_email and "email_body" not in broken and "reset_url" not in template_set.email_body:
+        report("email_body", "the email template must include {{ reset_url }}")

@@ -12,6 +12,8 @@ from policies import lifecycle
 from policies.models import CONTENT_FIELDS, DURATION_FIELDS, PolicyVersion
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
+# Settings a file may leave out: the model's default then applies (resubmit, no locale sets).
+OPTIONAL = ("resubmit_unknown_email", "locale_templates")
 
 
 class PolicyFileError(Exception):
@@ -43,7 +45,7 @@ def read(path: Path) -> tuple[dict[str, object], str]:
             content[key] = value
         else:
             raise PolicyFileError(f"{path.name}: unknown setting {key!r}")
-    if missing := [name for name in CONTENT_FIELDS if name not in content and name != "resubmit_unknown_email"]:
+    if missing := [name for name in CONTENT_FIELDS if name not in content and name not in OPTIONAL]:
         raise PolicyFileError(f"{path.name}: missing {', '.join(missing)}")
     return content, hashlib.sha256(raw).hexdigest()
 

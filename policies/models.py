@@ -37,6 +37,11 @@ DURATION_FIELDS = (
 # vault_retention, so an unbounded expiry would make it hold personal data for years.
 LONGEST_LIFETIME = timedelta(hours=24)
 
+# The loosest an SMS and a link may be: what the API always accepted (a link of 2,048
+# characters is 14 GSM-7 segments with no text around it; 16 leaves room for the text).
+SMS_MAX_SEGMENTS = 16
+RESET_URL_MAX_LENGTH = 2048
+
 # Everything a version decides; frozen once the version leaves DRAFT.
 CONTENT_FIELDS = (
     "region",
@@ -53,6 +58,10 @@ CONTENT_FIELDS = (
     "sms_template",
     "email_subject_template",
     "email_body_template",
+    "default_locale",
+    "locale_templates",
+    "sms_max_segments",
+    "reset_url_max_length",
     "purpose",
 )
 
@@ -138,6 +147,26 @@ class PolicyVersion(models.Model):
     sms_template = models.TextField(blank=True, help_text="Django template; context: reset_url, expires_at.")
     email_subject_template = models.CharField(max_length=200, blank=True)
     email_body_template = models.TextField(blank=True, help_text="Django template; context: reset_url, expires_at.")
+    # Versions made before locales existed wrote their templates in English; their SMS limit
+    # and link length are the loosest (nothing they sent is refused for it), reviewed versions
+    # set their own.
+    default_locale = models.CharField(
+        max_length=35, default="en", help_text="BCP 47 tag of the language the default templates are written in."
+    )
+    locale_templates = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Template sets by locale (BCP 47), each with sms, email_subject and email_body. A subscriber "
+        "gets the first set of their locale's lookup chain (de-AT, de), else the default templates.",
+    )
+    sms_max_segments = models.PositiveSmallIntegerField(
+        default=SMS_MAX_SEGMENTS,
+        help_text="Most SMS segments any locale's message may take with the longest link and expiry.",
+    )
+    reset_url_max_length = models.PositiveSmallIntegerField(
+        default=RESET_URL_MAX_LENGTH,
+        help_text="Longest reset link accepted, in SMS characters (a ~ counts twice); longer is refused with 422.",
+    )
     purpose = models.CharField(max_length=16, choices=MessagePurpose.choices, default=MessagePurpose.TRANSACTIONAL)
     vault_retention = models.DurationField(help_text="Keep destinations and the link this long after expiry.")
     raw_payload_retention = models.DurationField(help_text="Keep raw provider statuses this long.")
@@ -191,6 +220,10 @@ class PolicyVersion(models.Model):
                 errors[name] = f"{name} must be positive"
         if self.max_lifetime is not None and self.max_lifetime > LONGEST_LIFETIME:
             errors["max_lifetime"] = f"max_lifetime must be at most {LONGEST_LIFETIME // timedelta(hours=1)} hours"
+        if self.sms_max_segments is not None and not 1 <= self.sms_max_segments <= SMS_MAX_SEGMENTS:
+            errors["sms_max_segments"] = f"sms_max_segments must be between 1 and {SMS_MAX_SEGMENTS}"
+        if self.reset_url_max_length is not None and not 20 <= self.reset_url_max_length <= RESET_URL_MAX_LENGTH:
+            errors["reset_url_max_length"] = f"reset_url_max_length must be between 20 and {RESET_URL_MAX_LENGTH}"
         if self.email_attempt_limit is not None and self.email_attempt_limit < 1:
             errors["email_attempt_limit"] = "email_attempt_limit must be at least 1"
         if "fallback_reserve" not in errors and None not in (
@@ -205,7 +238,9 @@ class PolicyVersion(models.Model):
                 )
         if self.purpose != MessagePurpose.TRANSACTIONAL:
             errors["purpose"] = "password resets are transactional messages; a marketing purpose is refused"
-        errors |= channel_errors(self)
+        if not errors.keys() & {"sms_max_segments", "reset_url_max_length"}:
+            # Templates are measured with these limits: only once they are sound.
+            errors |= channel_errors(self)
         if errors:
             raise ValidationError(errors)
 

@@ -48,6 +48,8 @@ def reset_request(service: str, payload: CreateEvent) -> ResetRequest:
         expires_at=payload.expires_at,
         ttl=timedelta(seconds=payload.ttl_seconds) if payload.ttl_seconds is not None else None,
         consent=payload.consent,
+        locale=payload.locale,
+        time_zone=payload.time_zone,
     )
 
 
@@ -59,7 +61,8 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
     before with the same request; nothing is sent twice. 409: it was seen with a
     different request. 422: a field is invalid, or the region's policy refuses the
     request (unknown region or purpose, destination not allowed, consent missing, an
-    expiry that leaves no usable time); ``error`` names the reason.
+    expiry that leaves no usable time, a link longer than its SMS allows, a locale or time
+    zone that is not one); ``error`` names the reason.
     """
     service = _service(request)
     reset = reset_request(service, payload)
@@ -121,6 +124,9 @@ def follow(request: HttpRequest, event_id: str) -> EventStatus:
         policy_version=event.policy.number,
         created_at=event.created_at,
         expires_at=event.expires_at,
+        locale=event.locale,
+        time_zone=event.time_zone,
+        rendered_in=event.message_locale or "default",
         channels=channels,
         next_action=NextAction(event.next_action),
         next_action_at=event.next_action_at,

@@ -8,7 +8,8 @@ from pydantic import AwareDatetime, ConfigDict, Field, field_validator, model_va
 from pydantic.json_schema import JsonDict  # type: ignore[attr-defined]  # re-exported from pydantic_core
 
 from notify.states import Channel, ClaimState, NextAction, State
-from policies.models import LONGEST_LIFETIME
+from policies.locales import MAX_TAG_LENGTH, MAX_TIME_ZONE_LENGTH
+from policies.models import LONGEST_LIFETIME, RESET_URL_MAX_LENGTH
 
 # E.164: a plus, a country code that does not start with 0, at most 15 digits in all.
 E164_PATTERN = r"^\+[1-9][0-9]{1,14}$"
@@ -59,9 +60,11 @@ class CreateEvent(Schema):
     )
     reset_url: str = Field(
         min_length=9,
-        max_length=2048,
+        max_length=RESET_URL_MAX_LENGTH,
         pattern=r"^https://",
-        description="The https reset link to deliver (422 invalid_reset_url when it is not a valid URL).",
+        description="The https reset link to deliver (422 invalid_reset_url when it is not a valid URL, or not "
+        "ASCII: percent-encode the path, punycode the host). The region's policy sets a shorter maximum, so "
+        "that its SMS fits the segments it allows (422 reset_url_too_long).",
     )
     # Optional, never null: the schema's oneOf reads "given" as "present", so null is refused too.
     expires_at: AwareDatetime | None = Field(
@@ -79,6 +82,18 @@ class CreateEvent(Schema):
         "region policy's maximum lifetime. Give this or expires_at.",
     )
     consent: bool = Field(default=False, description="The subscriber consented to SMS (required by some regions).")
+    locale: str = Field(
+        default="",
+        max_length=MAX_TAG_LENGTH,
+        description="The subscriber's language, a BCP 47 tag such as de-AT (422 invalid_locale when it is not one). "
+        "The messages use the policy's templates for its lookup chain (de-AT, de), else the policy's default.",
+    )
+    time_zone: str = Field(
+        default="",
+        max_length=MAX_TIME_ZONE_LENGTH,
+        description="The subscriber's IANA time zone, such as Europe/Vienna, to show the expiry in (422 "
+        "invalid_time_zone when it is not one); without it the expiry is shown in UTC.",
+    )
 
     @field_validator("expires_at", "ttl_seconds", mode="before")
     @classmethod
@@ -119,6 +134,9 @@ class EventStatus(Schema):
     policy_version: int
     created_at: datetime
     expires_at: datetime
+    locale: str = Field(description="The subscriber's locale as given ('' if none).")
+    time_zone: str = Field(description="The time zone the expiry is shown in ('' if none: UTC).")
+    rendered_in: str = Field(description="The policy's template set the messages use: a locale, or 'default'.")
     channels: list[ChannelStatus]
     next_action: NextAction
     next_action_at: datetime | None

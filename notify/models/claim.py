@@ -27,6 +27,9 @@ class Claim(models.Model):
     # the message absent only once the provider's processing horizon has passed since then.
     attempt_started_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    segments = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="SMS segments the message went out as (what it is billed as)."
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

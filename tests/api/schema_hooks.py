@@ -11,7 +11,8 @@ import schemathesis
 
 # A request the schema allows may still be refused (422) by a rule JSON Schema cannot state: a
 # number valid in its country's numbering plan, an address or link that really is one, a region
-# with a published policy, the policy's own destinations, consent and lifetime. These, and only
+# with a published policy, the policy's own destinations, consent, lifetime and longest link, a
+# locale and time zone CLDR and the IANA database know. These, and only
 # these, are documented in the operation's description. Anything else (invalid_request,
 # unknown_field) on a schema-valid request means the schema promises more than the API accepts.
 # Written out, not imported: the CLI loads this module without Django (test_fuzz.py checks the list
@@ -20,6 +21,7 @@ DOCUMENTED_REFUSALS = frozenset(
     {
         "invalid_phone", "invalid_email", "invalid_reset_url", "invalid_expiry", "unusable_expiry",
         "lifetime_too_long", "unknown_purpose", "unknown_region", "destination_not_allowed", "consent_required",
+        "invalid_locale", "invalid_time_zone", "reset_url_too_long",
     }
 )  # fmt: skip
 

@@ -1,0 +1,151 @@
+"""Template sets per locale: the lookup chain, their validation, and the segment limit at the longest."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from policies import locales, rendering, sms_check
+from policies.datafiles import DEFAULTS_DIR, read
+from policies.models import PolicyVersion
+from policies.segments import UCS_2
+from tests.factories import PolicyVersionFactory
+
+GREEK = {
+    "el": {
+        "sms": "Επαναφορά κωδικού: {{ reset_url }} (λήγει {{ expires_time }} {{ expires_zone }})",
+        "email_subject": "Επαναφορά κωδικού",
+        "email_body": "Ανοίξτε τον σύνδεσμο: {{ reset_url }}",
+    }
+}
+
+
+def a_set(sms: str = "{{ reset_url }}", subject: str = "Reset", body: str = "{{ reset_url }}") -> dict[str, str]:
+    return {"sms": sms, "email_subject": subject, "email_body": body}
+
+
+def shipped(name: str) -> PolicyVersion:
+    content, _ = read(DEFAULTS_DIR / name)
+    return PolicyVersion(**content, number=1)
+
+
+def problems(policy: PolicyVersion) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as invalid:
+        policy.full_clean(exclude=["number"])
+    return invalid.value.message_dict
+
+
+@pytest.mark.parametrize(
+    ("locale", "rendered_in"),
+    [
+        ("de-AT", "de"),
+        ("de", "de"),
+        ("de-CH-1996", "de-CH"),
+        ("zh-Hant-TW", "zh-Hant"),
+        ("zh-Hans-CN", "zh"),
+        ("fr-CA", ""),
+        ("", ""),
+    ],
+)
+def test_a_subscriber_gets_the_first_set_of_their_locales_lookup_chain(locale, rendered_in):
+    policy = PolicyVersionFactory.build(
+        locale_templates={key: a_set() for key in ("de", "de-CH", "zh", "zh-Hant")},
+    )
+
+    assert rendering.template_set_for(policy, locale).key == rendered_in
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [("de-AT", "de-AT"), ("DE-at", "de-AT"), ("zh-hant-tw", "zh-Hant-TW"), ("es-419", "es-419"), ("de-US", "de-US")],
+)
+def test_a_locale_is_kept_in_canonical_case_even_where_cldr_has_no_data_for_the_pair(given, canonical):
+    assert locales.canonical(given) == canonical
+
+
+@pytest.mark.parametrize("nonsense", ["nonsense", "xx", "de_AT", "en-US-x-private", "und", "de-ZZ", "de-XX", "", "-"])
+def test_a_tag_that_is_not_a_known_language_script_and_region_is_refused(nonsense):
+    with pytest.raises(locales.InvalidLocale):
+        locales.canonical(nonsense)
+
+
+def test_time_zones_are_the_iana_database():
+    assert locales.valid_time_zone("Europe/Vienna")
+    assert locales.valid_time_zone("UTC")
+    assert not locales.valid_time_zone("Europe/Nowhere")
+    assert not locales.valid_time_zone("/etc/localtime")
+
+
+@pytest.mark.parametrize("name", ["us.toml", "eu.toml"])
+def test_every_shipped_locale_renders_within_its_policys_segment_limit(db, name):
+    policy = shipped(name)
+
+    policy.full_clean(exclude=["number"])
+    checks = sms_check.check(policy)
+
+    assert all(check.within_limit for check in checks)
+    assert all(check.preview.startswith(check.template_set.sms.split("{{")[0]) for check in checks)
+
+
+def test_the_shipped_policies_speak_the_languages_promised():
+    assert {c.template_set.written_in for c in sms_check.check(shipped("us.toml"))} == {"en", "es"}
+    assert {c.template_set.written_in for c in sms_check.check(shipped("eu.toml"))} == {
+        "en",
+        "de",
+        "fr",
+        "es",
+        "it",
+        "pl",
+        "el",
+    }
+
+
+def test_a_greek_sms_is_ucs_2_and_is_refused_at_one_segment_naming_locale_encoding_characters_and_count(db):
+    policy = PolicyVersionFactory.build(locale_templates=GREEK, sms_max_segments=1, reset_url_max_length=60)
+
+    refused = problems(policy)["locale_templates"]
+
+    assert len(refused) == 1
+    assert refused[0].startswith("locale el: the SMS is UCS-2, forced by 'Ε' (U+0395)")  # noqa: RUF001
+    assert "in 2 segments at its longest, over the limit of 1 (sms_max_segments)" in refused[0]
+
+
+def test_the_same_greek_sms_is_accepted_at_two_segments(db):
+    policy = PolicyVersionFactory.build(locale_templates=GREEK, sms_max_segments=2, reset_url_max_length=60)
+
+    policy.full_clean(exclude=["number"])
+    greek = next(check for check in sms_check.check(policy) if check.template_set.key == "el")
+
+    assert (greek.encoded.encoding, greek.encoded.segments) == (UCS_2, 2)
+
+
+def test_the_longest_link_decides_the_default_sms_too(db):
+    policy = PolicyVersionFactory.build(
+        sms_template="Reset: {{ reset_url }}", reset_url_max_length=200, sms_max_segments=1
+    )
+
+    assert problems(policy)["sms_template"] == [
+        "locale en (default): the SMS is GSM-7, 207 characters in 2 segments at its longest, "
+        "over the limit of 1 (sms_max_segments)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        ({"deutsch": a_set()}, "'deutsch': unknown language subtag"),
+        ({"de-at": a_set()}, "'de-at': write it de-AT"),
+        ({"en": a_set()}, "en: is the default locale; edit the default templates instead"),
+        ({"de": {"sms": "{{ reset_url }}"}}, "de: needs exactly sms, email_subject, email_body"),
+        ({"de": a_set(sms="{% if %}{{ reset_url }}")}, "de sms: not a valid template"),
+        ({"de": a_set(sms="Kein Link")}, "de sms: the SMS template must include {{ reset_url }}"),
+        ({"de": a_set(subject="")}, "de email_subject: an email plan needs a subject"),
+        ({"de": a_set(body="Kein Link")}, "de email_body: the email template must include {{ reset_url }}"),
+    ],
+)
+def test_a_locale_set_that_cannot_be_used_is_refused_with_its_locale_named(db, sets, message):
+    refused = problems(PolicyVersionFactory.build(locale_templates=sets))["locale_templates"]
+
+    assert any(problem.startswith(message) for problem in refused), refused
+
+
+def test_the_default_locale_must_be_a_canonical_tag(db):
+    assert problems(PolicyVersionFactory.build(default_locale="EN"))["default_locale"] == ["write it en"]
