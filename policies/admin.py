@@ -10,7 +10,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from policies import lifecycle
+from policies import lifecycle, segments, sms_check
+from policies.forms import PolicyVersionForm
 from policies.models import CONTENT_FIELDS, PolicyVersion, Status
 
 LIFECYCLE_FIELDS = (
@@ -24,6 +25,8 @@ LIFECYCLE_FIELDS = (
     "source_hash",
     "changes_from_previous",
 )
+# What the version's content implies, computed for the page: each locale's SMS at its longest.
+PREVIEW_FIELDS = ("sms_by_locale",)
 
 
 if TYPE_CHECKING:
@@ -38,8 +41,9 @@ class PolicyVersionAdmin(_ModelAdmin):
     list_filter = ("region", "status")
     ordering = ("region", "-number")
     actions: tuple[str, ...] = ("new_version_from", "approve", "publish")
+    form = PolicyVersionForm
 
-    readonly_fields: ClassVar[tuple[str, ...]] = LIFECYCLE_FIELDS
+    readonly_fields: ClassVar[tuple[str, ...]] = (*LIFECYCLE_FIELDS, *PREVIEW_FIELDS)
 
     def has_change_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         # A version that left DRAFT is shown read-only and an edit is refused (403); the
@@ -74,6 +78,45 @@ class PolicyVersionAdmin(_ModelAdmin):
         rows = format_html_join("", "<tr><th>{}</th><td>{}</td><td>{}</td></tr>", changed)
         return format_html(
             "<table><tr><th>setting</th><th>{}</th><th>this version</th></tr>{}</table>", str(previous), rows
+        )
+
+    @admin.display(description="SMS by locale, at its longest")
+    def sms_by_locale(self, obj: PolicyVersion) -> str:
+        """Per template set: encoding, characters, segments against the limit, and the SMS itself
+        rendered with a placeholder link of the longest length accepted and the longest expiry."""
+        if obj.pk is None:
+            return "Shown once the draft is saved."
+        if not obj.uses_sms:
+            return "This plan sends no SMS."
+        try:
+            checks = sms_check.check(obj)
+        except Exception as error:  # a template that does not render: the form names it
+            return f"Not measurable until the templates render ({type(error).__name__})."
+        rows = format_html_join(
+            "",
+            '<tr class="{}"><th scope="row">{}</th><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td>'
+            '<td><code class="sms-preview">{}</code></td></tr>',
+            (
+                (
+                    "within-limit" if check.within_limit else "over-limit errornote",
+                    check.template_set.label,
+                    check.encoded.encoding,
+                    check.encoded.characters,
+                    check.encoded.segments,
+                    check.limit,
+                    segments.describe(check.encoded.forcing_ucs2[:12]) or "—",
+                    check.preview,
+                )
+                for check in checks
+            ),
+        )
+        return format_html(
+            '<table class="sms-by-locale"><caption>{}</caption><thead><tr><th scope="col">locale</th>'
+            '<th scope="col">encoding</th><th scope="col">characters</th><th scope="col">segments</th>'
+            '<th scope="col">UCS-2 forced by</th><th scope="col">SMS (placeholder link)</th></tr></thead>'
+            "<tbody>{}</tbody></table>",
+            f"Link of {obj.reset_url_max_length} characters, the longest expiry text of any subscriber.",
+            rows,
         )
 
     @admin.action(description="Create a new draft version from this one")

@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from policies import lifecycle
-from policies.admin import LIFECYCLE_FIELDS, PolicyVersionAdmin, staff_of
+from policies.admin import LIFECYCLE_FIELDS, PREVIEW_FIELDS, PolicyVersionAdmin, staff_of
 from policies.models import AlertMode, PolicyVersion, Status
 from runbook import approvals, projections
 from runbook.models import PolicyApproval, Projection, Recommendation
@@ -35,7 +35,7 @@ class ApprovalForm(forms.Form):
 
 
 class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
-    readonly_fields = (*LIFECYCLE_FIELDS, "projected_effect", "approval_evidence")
+    readonly_fields = (*LIFECYCLE_FIELDS, *PREVIEW_FIELDS, "projected_effect", "approval_evidence")
     actions = ("new_version_from", "draft_from_recommendation", "approve", "publish")
 
     def drafted(self, request: HttpRequest, draft: PolicyVersion) -> None:

@@ -12,7 +12,7 @@ from notify.transitions import ObservationInput
 from runbook import timeline as timeline_module
 from runbook.status import Situation
 from tests.conftest import T0
-from tests.factories import new_event
+from tests.factories import PolicyVersionFactory, new_event
 from tests.runbook.events import WORKER, event_in, observe, record, sms_submitting
 
 
@@ -31,6 +31,20 @@ def test_it_shows_the_facts_of_the_event(page, policy, clock):
     assert f"US v{policy.number}" in body
     assert "2026-01-01 12:10:00 UTC" in body  # the reset's expiry
     assert 'data-claim="sms">claimed<' in body
+
+
+def test_it_shows_the_locale_the_time_zone_and_the_set_the_messages_are_rendered_in(page, clock):
+    german_set = {"sms": "{{ reset_url }}", "email_subject": "Link", "email_body": "."}
+    PolicyVersionFactory(locale_templates={"de": german_set})
+    german = new_event(clock.now(), locale="de-AT", time_zone="Europe/Vienna")
+    anyone = new_event(clock.now())
+
+    assert 'data-language>rendered in: de <span class="muted">(locale de-AT, time zone Europe/Vienna)' in (
+        page(german).content.decode()
+    )
+    assert 'rendered in: en (default) <span class="muted">(locale not given, time zone not given: UTC)' in (
+        page(anyone).content.decode()
+    )
 
 
 def test_a_live_lease_names_its_holder_and_expiry(page, policy, clock):
