@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from notify import machine
 from notify.models import Tally, TallyWatermark
-from notify.states import Effect
+from notify.states import Effect, Normalized
 
 SUPPRESSED_DUPLICATE_CLAIMS = "suppressed_duplicate_claims_total"
 EXPIRED_WITHOUT_OUTCOME = "expired_without_outcome_total"
@@ -30,6 +30,8 @@ POSSIBLE_DUPLICATE_EMAILS = "possible_duplicate_emails_total"
 CONFIGURATION_ERRORS = "configuration_errors_total"
 PAGE_DELIVERY_FAILURES = "page_delivery_failures_total"
 OBSERVATIONS = "observations_total"
+MESSAGES = "messages_total"
+SMS_SEGMENTS = "sms_segments"
 SMS_TERMINAL_SECONDS = "sms_terminal_seconds"
 CLAIM_REMAINING_SECONDS = "fallback_claim_remaining_lifetime_seconds"
 SWEEPER_LAST_RUN = "sweeper_last_run_timestamp_seconds"
@@ -42,7 +44,13 @@ OUTBOX_LAST_RUN = "outbox_last_run_timestamp_seconds"
 BUCKETS: Mapping[str, Sequence[float]] = {
     SMS_TERMINAL_SECONDS: (1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
     CLAIM_REMAINING_SECONDS: (0, 30, 60, 120, 180, 300, 600, 900, 1800),
+    # Segments an SMS is billed as: 1 is the goal, UCS-2 with a link is 2, more is a template to fix.
+    SMS_SEGMENTS: (1, 2, 3, 4, 6, 8, 10),
 }
+# A tally's label when it carries two: "email/de", "de/2" (neither part contains a slash).
+LABEL_SEPARATOR = "/"
+# The locale label of messages worded from a policy's default templates.
+DEFAULT_LOCALE_LABEL = "default"
 BATCH = 5000
 # Rows are counted once they are this old. A row's id is taken when it is inserted, not when
 # it commits, so a row can become visible after one with a higher id; the watermark must not
@@ -97,12 +105,15 @@ def bucket_label(upper_bound: float) -> str:
     return "+Inf" if upper_bound == float("inf") else f"{upper_bound:g}"
 
 
-def _observe(additions: Additions, name: str, region: str, value: float) -> None:
-    """Add one observation to a histogram: its bucket, the sum and the count."""
+def _observe(additions: Additions, name: str, region: str, value: float, times: int = 1, within: str = "") -> None:
+    """Add ``times`` observations of ``value`` to a histogram: its bucket, the sum and the count.
+
+    ``within``: the value of the histogram's label beside the region, if it has one."""
+    prefix = f"{within}{LABEL_SEPARATOR}" if within else ""
     bound = next((le for le in BUCKETS[name] if value <= le), float("inf"))
-    additions[(name, region, bucket_label(bound))] += 1
-    additions[(name, region, "sum")] += value
-    additions[(name, region, "count")] += 1
+    additions[(name, region, prefix + bucket_label(bound))] += times
+    additions[(name, region, prefix + "sum")] += value * times
+    additions[(name, region, prefix + "count")] += times
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,29 @@ def _roll_effects(after_id: int, up_to_id: int, additions: Additions) -> None:
         additions[(OBSERVATIONS, str(region), str(effect))] += int(count)
 
 
+def _roll_messages(after_id: int, up_to_id: int, additions: Additions) -> None:
+    """Messages the providers accepted in the range, by region, channel and the template set they
+    were worded from; an SMS's segments into its histogram. A channel's first acceptance counts
+    (a resend after an unknown outcome is the same message to the subscriber)."""
+    for region, channel, locale, segments, count in _rows(
+        f"""
+        SELECT e.region, o.channel, e.message_locale, c.segments, count(*)
+        FROM notify_observation o JOIN notify_event e ON e.id = o.event_id
+             LEFT JOIN notify_claim c ON c.event_id = o.event_id AND c.channel = o.channel
+        WHERE o.id > %s AND o.id <= %s AND o.normalized = '{Normalized.ACCEPTED.value}'
+          AND NOT EXISTS (SELECT 1 FROM notify_observation p
+                          WHERE p.event_id = o.event_id AND p.channel = o.channel
+                            AND p.normalized = '{Normalized.ACCEPTED.value}' AND p.id < o.id)
+        GROUP BY e.region, o.channel, e.message_locale, c.segments
+        """,
+        [after_id, up_to_id],
+    ):
+        label = str(locale) or DEFAULT_LOCALE_LABEL
+        additions[(MESSAGES, str(region), f"{channel}{LABEL_SEPARATOR}{label}")] += int(count)
+        if channel == "sms" and segments is not None:
+            _observe(additions, SMS_SEGMENTS, str(region), int(segments), times=int(count), within=label)
+
+
 def _roll_observations(mark: TallyWatermark, cutoff: datetime, additions: Additions) -> int:
     upper = _settled_end("notify_observation", "recorded_at", mark.last_id, cutoff)
     terminal = ", ".join(["%s"] * len(_SMS_TERMINAL))
@@ -218,6 +252,7 @@ def _roll_observations(mark: TallyWatermark, cutoff: datetime, additions: Additi
             additions[(LATE_SMS_AFTER_FALLBACK, str(region), "")] += 1
     counted_after, mark.last_id = mark.last_id, int(str(rows[-1][0])) if len(rows) == BATCH else upper
     _roll_effects(counted_after, mark.last_id, additions)
+    _roll_messages(counted_after, mark.last_id, additions)
     return len(rows)
 
 

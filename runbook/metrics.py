@@ -30,33 +30,50 @@ from runbook.pager import RESOLVE, TRIGGER
 log = logging.getLogger("runbook.metrics")
 PREFIX = "reset_delivery"
 
-# Tallies exposed as counters: (tally name, metric help, the label the tally's label becomes).
+# Tallies exposed as counters: (tally name, metric help, the labels the tally's label becomes).
 COUNTERS = [
-    (tallies.SUPPRESSED_DUPLICATE_CLAIMS, "Second claims or submits of a channel refused by the guards.", "channel"),
-    (tallies.EXPIRED_WITHOUT_OUTCOME, "Events that expired with no channel at a final outcome.", None),
-    (tallies.LATE_SMS_AFTER_FALLBACK, "SMS deliveries reported after the email fallback was claimed.", None),
+    (tallies.SUPPRESSED_DUPLICATE_CLAIMS, "Second claims or submits of a channel refused by the guards.", ("channel",)),
+    (tallies.EXPIRED_WITHOUT_OUTCOME, "Events that expired with no channel at a final outcome.", ()),
+    (tallies.LATE_SMS_AFTER_FALLBACK, "SMS deliveries reported after the email fallback was claimed.", ()),
     (
         tallies.LATE_SMS_ACCEPTANCES,
         "SMS found to exist after the event gave up waiting for its unsettled submit and moved on.",
-        None,
+        (),
     ),
-    (tallies.FALLBACKS_WITHOUT_USEFUL_LIFE, "Fallback emails not sent: the link had too little life left.", "channel"),
+    (
+        tallies.FALLBACKS_WITHOUT_USEFUL_LIFE,
+        "Fallback emails not sent: the link had too little life left.",
+        ("channel",),
+    ),
     (
         tallies.POSSIBLE_DUPLICATE_EMAILS,
         "Email sends whose worker was lost mid-send: a resend may deliver a second copy.",
-        "channel",
+        ("channel",),
     ),
-    (tallies.CONFIGURATION_ERRORS, "Provider calls refused for our credentials or account.", "channel"),
+    (tallies.CONFIGURATION_ERRORS, "Provider calls refused for our credentials or account.", ("channel",)),
     (
         tallies.OBSERVATIONS,
         "Provider evidence recorded (receipts, submit and lookup outcomes), by what it did to its event.",
-        "effect",
+        ("effect",),
     ),
-    (tallies.PAGE_DELIVERY_FAILURES, "Page messages the pager did not accept (each is retried).", "action"),
+    (tallies.PAGE_DELIVERY_FAILURES, "Page messages the pager did not accept (each is retried).", ("action",)),
+    (
+        tallies.MESSAGES,
+        "Messages the providers accepted, by channel and the policy's template set they were worded from "
+        "(a locale, or default): a region's messages per reset, by language.",
+        ("channel", "locale"),
+    ),
 ]
+# Histograms: (tally name, metric help, the labels beside the region).
 HISTOGRAMS = [
-    (tallies.SMS_TERMINAL_SECONDS, "Seconds from the SMS intent to its first terminal observation."),
-    (tallies.CLAIM_REMAINING_SECONDS, "Reset lifetime left, in seconds, when the email fallback was claimed."),
+    (tallies.SMS_TERMINAL_SECONDS, "Seconds from the SMS intent to its first terminal observation.", ()),
+    (tallies.CLAIM_REMAINING_SECONDS, "Reset lifetime left, in seconds, when the email fallback was claimed.", ()),
+    (
+        tallies.SMS_SEGMENTS,
+        "Segments each accepted SMS was sent (and billed) as, by the template set it was worded from: "
+        "a region's SMS cost per reset.",
+        ("locale",),
+    ),
 ]
 TIMESTAMPS = [
     (tallies.SWEEPER_LAST_RUN, "When the sweeper last ran (Unix time)."),
@@ -78,7 +95,7 @@ class DeliveryCollector(Collector):
         yield GaugeMetricFamily(f"{PREFIX}_host_clock_offset_seconds", "")
         for name, _, _ in COUNTERS:
             yield CounterMetricFamily(f"{PREFIX}_{name.removesuffix('_total')}", "")
-        for name, _ in HISTOGRAMS:
+        for name, _, _ in HISTOGRAMS:
             yield HistogramMetricFamily(f"{PREFIX}_{name}", "")
         for name, _ in TIMESTAMPS:
             yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
@@ -194,32 +211,36 @@ def _clock_offsets(now: datetime) -> Metric:
 
 
 def _counters(rows: list[tuple[str, str, str, float]]) -> Iterator[Metric]:
-    for name, help_text, label in COUNTERS:
-        counter = CounterMetricFamily(
-            f"{PREFIX}_{name.removesuffix('_total')}", help_text, labels=["region"] + ([label] if label else [])
-        )
+    for name, help_text, labels in COUNTERS:
+        counter = CounterMetricFamily(f"{PREFIX}_{name.removesuffix('_total')}", help_text, labels=["region", *labels])
         for tally, region, tally_label, value in rows:
             if tally == name:
-                counter.add_metric([region] + ([tally_label] if label else []), value)
+                counter.add_metric([region, *_split(tally_label, len(labels))], value)
         yield counter
 
 
 def _histograms(rows: list[tuple[str, str, str, float]]) -> Iterator[Metric]:
-    for name, help_text in HISTOGRAMS:
-        histogram = HistogramMetricFamily(f"{PREFIX}_{name}", help_text, labels=["region"])
-        by_region: dict[str, dict[str, float]] = {}
+    for name, help_text, labels in HISTOGRAMS:
+        histogram = HistogramMetricFamily(f"{PREFIX}_{name}", help_text, labels=["region", *labels])
+        by_series: dict[tuple[str, ...], dict[str, float]] = {}
         for tally, region, label, value in rows:
             if tally == name:
-                by_region.setdefault(region, {})[label] = value
-        for region, values in sorted(by_region.items()):
+                *series, part = _split(label, len(labels) + 1)
+                by_series.setdefault((region, *series), {})[part] = value
+        for label_values, values in sorted(by_series.items()):
             # Stored per bucket; Prometheus wants each bucket to include the ones below it.
             cumulative, buckets = 0.0, []
             for le in [*tallies.BUCKETS[name], float("inf")]:
                 cumulative += values.get(tallies.bucket_label(le), 0.0)
                 # "le" as Prometheus writes it: 300.0, +Inf.
                 buckets.append(("+Inf" if le == float("inf") else repr(float(le)), cumulative))
-            histogram.add_metric([region], buckets, sum_value=values.get("sum", 0.0))
+            histogram.add_metric(list(label_values), buckets, sum_value=values.get("sum", 0.0))
         yield histogram
+
+
+def _split(label: str, parts: int) -> list[str]:
+    """A tally's label as the ``parts`` label values it joins (none for a metric with no label)."""
+    return label.split(tallies.LABEL_SEPARATOR, parts - 1) if parts else []
 
 
 def _timestamps(rows: list[tuple[str, str, str, float]]) -> Iterator[Metric]:

@@ -6,12 +6,13 @@ class Tally(models.Model):
 
     Workers run in other processes (and on other hosts) than the web server, so what
     they did is counted here, in the database, rather than in one process's memory.
-    ``label`` is a channel, or a histogram bucket's upper bound (``le``), ``sum`` or ``count``.
+    ``label`` is a channel, or a histogram bucket's upper bound (``le``), ``sum`` or ``count``;
+    where a metric has a second label, both, joined by ``tallies.LABEL_SEPARATOR`` ("email/de").
     """
 
     name = models.CharField(max_length=64)
     region = models.CharField(max_length=8, blank=True)
-    label = models.CharField(max_length=32, blank=True)
+    label = models.CharField(max_length=64, blank=True)
     value = models.FloatField(default=0)
 
     class Meta:

@@ -344,3 +344,24 @@ def test_failed_page_deliveries_are_counted_per_region_and_action(client, clock)
     failures = "reset_delivery_page_delivery_failures_total"
     assert metrics[(failures, _labels(region="US", action="trigger"))] == 2
     assert metrics[(failures, _labels(region="US", action="resolve"))] == 1
+
+
+def test_messages_and_sms_segments_are_exposed_by_region_channel_and_locale(client, db):
+    for label, value in (("de/1", 3), ("de/2", 1), ("de/sum", 5), ("de/count", 4), ("el/2", 2), ("el/sum", 4)):
+        tallies.set_value(tallies.SMS_SEGMENTS, value, region="EU", label=label)
+    tallies.set_value(tallies.MESSAGES, 4, region="EU", label="sms/de")
+    tallies.set_value(tallies.MESSAGES, 1, region="EU", label="email/default")
+
+    metrics = scrape(client)
+
+    def segments(sample: str, locale: str, **labels: str) -> float:
+        return metrics[(f"reset_delivery_sms_segments_{sample}", _labels(locale=locale, region="EU", **labels))]
+
+    assert segments("bucket", "de", le="1.0") == 3
+    assert segments("bucket", "de", le="2.0") == segments("bucket", "de", le="+Inf") == 4
+    assert (segments("sum", "de"), segments("count", "de")) == (5, 4)
+    assert segments("bucket", "el", le="1.0") == 0
+    assert segments("bucket", "el", le="2.0") == 2
+    messages = "reset_delivery_messages_total"
+    assert metrics[(messages, _labels(channel="sms", locale="de", region="EU"))] == 4
+    assert metrics[(messages, _labels(channel="email", locale="default", region="EU"))] == 1
