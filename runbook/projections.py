@@ -43,13 +43,16 @@ FIGURES = {
     "claim_remaining_p5_s": "lifetime left at the claim, p5 (s)",
     "claim_remaining_p50_s": "lifetime left at the claim, p50 (s)",
     "claim_remaining_p95_s": "lifetime left at the claim, p95 (s)",
+    "sms_segments_per_reset": "SMS segments per reset",
 }
 
 
 def content_hash(policy: PolicyVersion) -> str:
     """A digest of everything the version decides: a projection describes exactly this content."""
-    content = {name: str(getattr(policy, name)) for name in CONTENT_FIELDS}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    content = {name: getattr(policy, name) for name in CONTENT_FIELDS}
+    # Sorted at every level: a JSON field (locale_templates) reads back from the database in
+    # its own key order, and the same content must hash the same wherever it was read.
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def targets(region: str) -> list[Target]:

@@ -14,7 +14,7 @@ from datetime import datetime
 from notify import machine
 from notify.models import Claim, Event, Observation
 from notify.states import Channel, ClaimState, Normalized, Source
-from runbook.replay.timings import Call, Timing
+from runbook.replay.timings import DEFAULT_LOCALE, Call, Timing
 
 CHUNK = 1000
 _SMS_TERMINAL = {"delivered": "delivered", "terminal_failure": "failed", "rejected": "failed"}
@@ -99,10 +99,9 @@ class _Seen:
 
 def _facts(chunk: list[Event]) -> Iterator[tuple[Event, dict[str, object]]]:
     ids = [event.id for event in chunk]
-    submitted = {
-        (claim.event_id, claim.channel): claim.submitted_at
-        for claim in Claim.objects.filter(event_id__in=ids).exclude(submitted_at=None)
-    }
+    claims = Claim.objects.filter(event_id__in=ids).exclude(submitted_at=None)
+    submitted = {(claim.event_id, claim.channel): claim.submitted_at for claim in claims}
+    segments = {claim.event_id: claim.segments for claim in claims if claim.channel == Channel.SMS}
     # Each event's evidence in the order it came: one query for the chunk.
     evidence: dict[str, list[_Seen]] = defaultdict(list)
     observed = Observation.objects.filter(event_id__in=ids).order_by("recorded_at", "id")
@@ -117,6 +116,8 @@ def _facts(chunk: list[Event]) -> Iterator[tuple[Event, dict[str, object]]]:
         facts: dict[str, object] = {
             "lifetime_s": (event.expires_at - event.created_at).total_seconds(),
             "email_cost_s": event.policy.email_submit_cost.total_seconds(),
+            "locale": event.message_locale or DEFAULT_LOCALE,
+            "sms_segments": segments.get(event.id),
         }
         facts.update(_sms_facts(seen, sms_at))
         facts.update(_email_facts(seen, submitted.get((event.id, Channel.EMAIL))))
@@ -223,5 +224,7 @@ def _records(
             sms_receipt=str(facts["sms_receipt"]),
             sms_calls=facts["sms_calls"],  # type: ignore[arg-type]
             email_calls=facts.get("email_calls", ()),  # type: ignore[arg-type]
+            locale=str(facts["locale"]),
+            sms_segments=facts["sms_segments"],  # type: ignore[arg-type]
         )
     pending[:] = keep

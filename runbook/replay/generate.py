@@ -8,7 +8,7 @@ with what SMS providers publish and what this project's simulator profile models
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runbook.replay.timings import Timing
 
@@ -25,22 +25,39 @@ class Shape:
     failed: float
     email_median_s: float
     email_failed: float
+    # (template set, share of records, SMS segments): the shipped policies' languages, with Greek
+    # and Polish in UCS-2 (two segments with a link), the rest in GSM-7 (one).
+    locales: tuple[tuple[str, float, int], ...]
 
 
+US_LOCALES = (("default", 0.8, 1), ("es", 0.2, 1))
+EU_LOCALES = (
+    ("default", 0.25, 1),
+    ("de", 0.25, 1),
+    ("fr", 0.18, 1),
+    ("es", 0.1, 1),
+    ("it", 0.1, 1),
+    ("pl", 0.07, 2),
+    ("el", 0.05, 2),
+)
 SHAPES = {
-    "US": Shape(0.6, 600, 0.35, 5.0, 1.6, 0.87, 0.06, 1.0, 0.01),
-    "EU": Shape(0.4, 900, 0.5, 12.0, 1.2, 0.82, 0.07, 1.5, 0.015),
+    "US": Shape(0.6, 600, 0.35, 5.0, 1.6, 0.87, 0.06, 1.0, 0.01, US_LOCALES),
+    "EU": Shape(0.4, 900, 0.5, 12.0, 1.2, 0.82, 0.07, 1.5, 0.015, EU_LOCALES),
 }
 TAIL_SHARE = 0.1
 
 
 def generate(count: int, seed: int, regions: tuple[str, ...] = ("US", "EU")) -> Iterator[Timing]:
     rng = random.Random(seed)
+    # Languages from a stream of their own: the timings of a seed stay what they were before.
+    languages = random.Random(f"{seed}:locales")
     shapes = [SHAPES[region] for region in regions]
     weights = [shape.share for shape in shapes]
     for _ in range(count):
         region = rng.choices(regions, weights)[0]
-        yield _record(rng, region, SHAPES[region])
+        shape = SHAPES[region]
+        locale, _, segments = languages.choices(shape.locales, [share for _, share, _ in shape.locales])[0]
+        yield replace(_record(rng, region, shape), locale=locale, sms_segments=segments)
 
 
 def _record(rng: random.Random, region: str, shape: Shape) -> Timing:

@@ -28,6 +28,7 @@ SUMMARY_COLUMNS = [
     "claim_remaining_p5_s",
     "claim_remaining_p50_s",
     "claim_remaining_p95_s",
+    "sms_segments_per_reset",
 ]
 _TARGET = re.compile(r"^(?P<metric>[a-z_]+)\s*<=\s*(?P<limit>[0-9.]+)(?P<percent>%?)$")
 
@@ -36,6 +37,16 @@ _TARGET = re.compile(r"^(?P<metric>[a-z_]+)\s*<=\s*(?P<limit>[0-9.]+)(?P<percent
 class Candidate:
     field: str  # "baseline" when nothing is varied
     value: str  # as given on the command line (seconds for durations)
+
+
+@dataclass(slots=True)
+class Sent:
+    """What one template set's records sent: the cost of a region's resets in one language."""
+
+    events: int = 0
+    sms: int = 0
+    sms_segments: int = 0
+    emails: int = 0
 
 
 @dataclass
@@ -47,10 +58,18 @@ class Counts:
     expired_without_outcome: int = 0
     would_page: int = 0
     pages_without_action: int = 0
+    sms_segments: int = 0
     claim_remaining: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
+    by_locale: dict[str, Sent] = field(default_factory=dict)
 
     def add(self, outcome: Outcome) -> None:
         self.events += 1
+        self.sms_segments += outcome.sms_segments
+        sent = self.by_locale.get(outcome.locale) or self.by_locale.setdefault(outcome.locale, Sent())
+        sent.events += 1
+        sent.sms += outcome.sms_segments > 0
+        sent.sms_segments += outcome.sms_segments
+        sent.emails += outcome.email_accepted
         self.extra_messages += outcome.extra_message
         self.useless_fallbacks += outcome.useless_fallback
         self.fallbacks_without_useful_life += outcome.no_useful_life
@@ -77,6 +96,7 @@ def figures(counts: Counts) -> dict[str, float | None]:
         "claim_remaining_p5_s": spread[0],
         "claim_remaining_p50_s": spread[1],
         "claim_remaining_p95_s": spread[2],
+        "sms_segments_per_reset": _per_reset(counts.sms_segments, counts.events),
     }
 
 
@@ -117,7 +137,8 @@ def write_summary(path: Path, results: Results) -> None:
                 quantiles = counts.percentiles()
                 spread = [f"{q:.1f}" for q in quantiles] if quantiles else ["", "", ""]
                 counted = [getattr(counts, name) for name in COUNTED]
-                writer.writerow([region, candidate.field, candidate.value, counts.events, *counted, *spread])
+                per_reset = _per_reset(counts.sms_segments, counts.events)
+                writer.writerow([region, candidate.field, candidate.value, counts.events, *counted, *spread, per_reset])
 
 
 def write_plots(directory: Path, results: Results) -> list[str]:
@@ -202,7 +223,7 @@ def write_report(
                 f"| {_share(counts.expired_without_outcome, counts)} "
                 f"| {_share(counts.would_page, counts)} | {counts.pages_without_action} | {spread} | {meets} |"
             )
-        lines.append("")
+        lines += ["", *_by_locale(next(iter(candidates.items()))), ""]
     lines += [
         "## Plots",
         "",
@@ -214,10 +235,33 @@ def write_report(
         "Useless fallbacks: emails claimed with less lifetime left than the email step costs (never sent). "
         "Fallbacks without useful life: emails not sent, or not sent again after a lost answer, "
         "because the link had less than the email step's cost left. "
-        "Pages without action must be zero: a page is only sent while a step remains.",
+        "Pages without action must be zero: a page is only sent while a step remains. "
+        "Messages by template set: what each language's resets sent, and the SMS segments they were "
+        "billed as (history from before segments were recorded counts one a message).",
         "",
     ]
     path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _by_locale(candidate_counts: tuple[Candidate, Counts]) -> list[str]:
+    """Messages and SMS segments by the template set the records were worded from, for one candidate."""
+    candidate, counts = candidate_counts
+    rows = [
+        f"| {locale} | {sent.events} | {sent.sms} | {sent.sms_segments} "
+        f"| {_per_reset(sent.sms_segments, sent.events):.2f} | {sent.emails} |"
+        for locale, sent in sorted(counts.by_locale.items())
+    ]
+    return [
+        f"Messages by template set ({_label(candidate)}):",
+        "",
+        "| template set | events | SMS sent | SMS segments | segments per reset | emails sent |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def _per_reset(value: int, events: int) -> float:
+    return round(value / events, 3) if events else 0.0
 
 
 def _values(counts: Counts) -> "numpy.typing.NDArray[numpy.float64]":

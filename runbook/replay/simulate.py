@@ -49,7 +49,7 @@ from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, So
 from notify.transports import call_bound
 from policies.models import PolicyVersion
 from runbook import risk
-from runbook.replay.timings import Timing
+from runbook.replay.timings import DEFAULT_LOCALE, Timing
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 # A record's event takes a handful of steps; more means the model and the table disagree.
@@ -73,6 +73,8 @@ class Outcome:
     page_without_action: bool = False
     states: list[str] = field(default_factory=list)
     claims: dict[Channel, str] = field(default_factory=dict)  # each channel's final claim state
+    locale: str = DEFAULT_LOCALE  # the template set the record's messages were worded from
+    sms_segments: int = 0  # segments of the SMS the provider took (0: none); unrecorded ones count 1
 
 
 @dataclass
@@ -353,6 +355,9 @@ def _finish(sim: _Sim) -> Outcome:
         email_step = machine.time_needed(State.EMAIL_CLAIMED, sim.policy, True).total_seconds()
         outcome.useless_fallback = outcome.claim_remaining_s < email_step
     outcome.claims = {channel: claim.state for channel, claim in sim.loaded.claims.items()}
+    outcome.locale = sim.timing.locale
+    if sim.sms_accepted_at is not None:
+        outcome.sms_segments = sim.timing.sms_segments or 1
     # Judged at expiry, as the live roll-up does (machine.OUTCOME_EVIDENCE): a receipt after
     # the link expired, drained here long after, does not clear it.
     outcome.expired_without_outcome = outcome.final_state == State.EXPIRED and (

@@ -3,11 +3,14 @@
 See docs/replay.md. Reading validates every row and names the row and field of the
 first problem; callers read the whole file once before acting on any of it.
 
-Two versions, told apart by the header. Version 1 has one call per channel (its latency
-measured from the first attempt to the final answer). Version 2, written since, adds how the
-SMS's terminal receipt came (``sms_receipt``: by callback or by a poll) and every call of each
-channel, each with its own latency and answer (``sms_calls``, ``email_calls``), so a retry
-after a refusal is replayed as the worker met it, not as one slow call. Both are read.
+Three versions, told apart by the header. Version 1 has one call per channel (its latency
+measured from the first attempt to the final answer). Version 2 adds how the SMS's terminal
+receipt came (``sms_receipt``: by callback or by a poll) and every call of each channel, each
+with its own latency and answer (``sms_calls``, ``email_calls``), so a retry after a refusal is
+replayed as the worker met it, not as one slow call. Version 3, written since, adds the policy's
+template set the messages were worded from (``locale``: a locale key, or ``default``; never the
+subscriber's own tag or time zone) and the segments the SMS went out as (``sms_segments``,
+empty where unknown), so a region's cost per reset can be counted by language. All are read.
 """
 
 import csv
@@ -18,7 +21,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 HEADER_V1 = ["region", "lifetime_s", "sms_accept_s", "sms_terminal_s", "sms_outcome", "email_accept_s", "email_outcome"]
-HEADER = [*HEADER_V1, "sms_receipt", "sms_calls", "email_calls"]
+HEADER_V2 = [*HEADER_V1, "sms_receipt", "sms_calls", "email_calls"]
+HEADER = [*HEADER_V2, "locale", "sms_segments"]
+DEFAULT_LOCALE = "default"
 SMS_OUTCOMES = ("delivered", "failed", "none")
 EMAIL_OUTCOMES = ("accepted", "failed")
 # How the terminal receipt reached us: a callback comes at its time whatever the polling; a
@@ -56,6 +61,8 @@ class Timing:
     # A replay that makes more calls than history did repeats the last one's answer.
     sms_calls: tuple[Call, ...] = ()
     email_calls: tuple[Call, ...] = ()
+    locale: str = DEFAULT_LOCALE
+    sms_segments: int | None = None  # None: not recorded (versions 1 and 2, or never sent)
 
     def sms_call(self, index: int) -> Call:
         """The ``index``-th SMS call (from 0) as history answered it."""
@@ -74,7 +81,7 @@ def read(path: Path, *, regions: Iterable[str] | None = None) -> Iterator[Timing
     with path.open(newline="", encoding="utf-8") as file:
         reader = csv.reader(file)
         header = next(reader, None)
-        if header not in (HEADER, HEADER_V1):
+        if header not in (HEADER, HEADER_V2, HEADER_V1):
             missing = [name for name in HEADER if name not in (header or [])]
             detail = (
                 f"missing columns: {', '.join(missing)}" if missing else f"columns must be exactly {','.join(HEADER)}"
@@ -116,10 +123,28 @@ def _parse(row: list[str], number: int, known: set[str] | None, header: list[str
         sms_receipt=receipt or "callback",
         sms_calls=_calls(values, "sms_calls", SMS_ANSWERS, number),
         email_calls=_calls(values, "email_calls", EMAIL_ANSWERS, number),
+        locale=_locale(values, number),
+        sms_segments=_segments(values, number),
     )
     if timing.lifetime_s <= 0:
         raise TimingError(f"row {number}: lifetime_s must be positive, got {timing.lifetime_s:g}")
     return timing
+
+
+def _locale(values: dict[str, str], number: int) -> str:
+    locale = values.get("locale", "").strip() or DEFAULT_LOCALE
+    if len(locale) > 35 or not all(part.isalnum() for part in locale.split("-")):
+        raise TimingError(f"row {number}: locale must be a locale key (de, zh-Hant) or default, got {locale!r}")
+    return locale
+
+
+def _segments(values: dict[str, str], number: int) -> int | None:
+    raw = values.get("sms_segments", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise TimingError(f"row {number}: sms_segments must be a positive whole number, got {raw!r}")
+    return int(raw)
 
 
 def _seconds(values: dict[str, str], field: str, number: int, raw: str | None = None) -> float:
@@ -164,6 +189,8 @@ def write(path: Path, timings: Iterable[Timing]) -> int:
                     timing.sms_receipt if timing.sms_terminal_s is not None else "",
                     _joined(timing.sms_calls),
                     _joined(timing.email_calls),
+                    timing.locale,
+                    "" if timing.sms_segments is None else timing.sms_segments,
                 ]
             )
             count += 1

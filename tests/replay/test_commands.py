@@ -14,6 +14,7 @@ from tests.factories import PolicyVersionFactory
 
 HEADER = ",".join(timings.HEADER)
 HEADER_V1 = ",".join(timings.HEADER_V1)  # still read
+HEADER_V2 = ",".join(timings.HEADER_V2)  # still read
 
 
 @pytest.fixture
@@ -43,6 +44,37 @@ def test_generated_timings_are_in_the_format_and_the_same_for_the_same_seed(tmp_
     # Heavy-tailed: the slowest receipts are many times the median.
     latencies = sorted(row.sms_terminal_s for row in rows if row.sms_terminal_s is not None)
     assert latencies[-1] > 5 * latencies[len(latencies) // 2]
+
+
+def test_generated_timings_speak_the_shipped_languages_with_their_segments(tmp_path):
+    rows = list(timings.read(generated(tmp_path)))
+
+    assert {row.locale for row in rows if row.region == "US"} == {"default", "es"}
+    assert {row.locale for row in rows if row.region == "EU"} == {"default", "de", "fr", "es", "it", "pl", "el"}
+    assert {row.sms_segments for row in rows if row.locale in ("pl", "el")} == {2}
+
+
+def test_the_report_counts_messages_and_sms_segments_by_template_set(tmp_path, regions):
+    path = tmp_path / "timings.csv"
+    path.write_text(
+        f"{HEADER}\n"
+        "EU,900,0.5,5,delivered,1,accepted,callback,,,el,2\n"
+        "EU,900,0.5,5,delivered,1,accepted,callback,,,el,2\n"
+        "EU,900,0.5,5,delivered,1,accepted,callback,,,de,1\n"
+        "EU,900,0.5,,none,1,accepted,,,,default,\n"  # no receipt: the email goes out too
+    )
+    out = tmp_path / "out"
+
+    replay(path, out)
+
+    report = (out / "report.md").read_text()
+    assert "| template set | events | SMS sent | SMS segments | segments per reset | emails sent |" in report
+    assert "| el | 2 | 2 | 4 | 2.00 | 0 |" in report
+    assert "| de | 1 | 1 | 1 | 1.00 | 0 |" in report
+    assert "| default | 1 | 1 | 1 | 1.00 | 1 |" in report  # unrecorded segments count one
+    with (out / "summary.csv").open() as file:
+        [row] = [row for row in csv.DictReader(file) if row["region"] == "EU"]
+    assert row["sms_segments_per_reset"] == "1.5"
 
 
 def test_replay_writes_the_summary_report_and_plots(tmp_path, regions):
@@ -102,10 +134,12 @@ def test_one_region_and_a_named_policy_version(tmp_path, regions):
         (f"{HEADER_V1}\nUS,600,0.5,,delivered,1,accepted\n", "row 2: sms_terminal_s must be empty exactly when"),
         (f"{HEADER_V1}\nUS,600,0.5,5,lost,1,accepted\n", "row 2: sms_outcome must be one of"),
         (f"{HEADER_V1}\nUS,abc,0.5,5,delivered,1,accepted\n", "row 2: lifetime_s must be a number of seconds"),
-        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback\n", "row 2: expected 10 fields, found 8"),
-        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,push,,\n", "row 2: sms_receipt must be one of callback, poll"),
-        (f"{HEADER}\nUS,600,0.5,,none,1,accepted,,0.2:sent,\n", "row 2: sms_calls answers must be one of"),
-        (f"{HEADER}\nUS,600,0.5,,none,1,accepted,,,x:accepted\n", "row 2: email_calls must be a number of seconds"),
+        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback\n", "row 2: expected 12 fields, found 8"),
+        (f"{HEADER_V2}\nUS,600,0.5,5,delivered,1,accepted,push,,\n", "row 2: sms_receipt must be one of callback"),
+        (f"{HEADER_V2}\nUS,600,0.5,,none,1,accepted,,0.2:sent,\n", "row 2: sms_calls answers must be one of"),
+        (f"{HEADER_V2}\nUS,600,0.5,,none,1,accepted,,,x:accepted\n", "row 2: email_calls must be a number of seconds"),
+        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback,,,de AT,1\n", "row 2: locale must be a locale key"),
+        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback,,,de,0\n", "row 2: sms_segments must be a positive"),
     ],
 )
 def test_bad_timings_are_refused_naming_the_row_and_nothing_is_written(tmp_path, regions, content, message):

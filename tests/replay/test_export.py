@@ -32,9 +32,11 @@ def test_it_exports_what_the_providers_did_and_when(tmp_path, policy, clock, sim
     rows = sorted(timings.read(out), key=lambda row: row.sms_outcome)  # shuffled on the way out
     assert rows == [
         # Delivered: found by the first poll (its callback was dropped), 10 s after the submit.
-        timings.Timing("US", 600, 0, 10, "delivered", 0, "accepted", "poll", sms_calls=ACCEPTED),
+        timings.Timing("US", 600, 0, 10, "delivered", 0, "accepted", "poll", sms_calls=ACCEPTED, sms_segments=1),
         # No receipt: the email went out at the 60 s deadline and the relay took it at once.
-        timings.Timing("US", 600, 0, None, "none", 0, "accepted", sms_calls=ACCEPTED, email_calls=ACCEPTED),
+        timings.Timing(
+            "US", 600, 0, None, "none", 0, "accepted", sms_calls=ACCEPTED, email_calls=ACCEPTED, sms_segments=1
+        ),
     ]
     # Replaying the export ends each event as it ended live.
     assert [simulate(row, policy).final_state for row in rows] == ["sms_delivered", "email_accepted"]
@@ -42,6 +44,25 @@ def test_it_exports_what_the_providers_did_and_when(tmp_path, policy, clock, sim
     assert CANARY_PHONE not in text
     assert CANARY_EMAIL not in text
     assert delivered.id not in text
+
+
+def test_it_exports_the_template_set_and_the_sms_segments_never_the_subscribers_locale(
+    tmp_path, clock, simulator, transports
+):
+    sms = "Σύνδεσμος επαναφοράς κωδικού πρόσβασης: {{ reset_url }}"  # UCS-2: 40 + 49 units, over 70
+    greek = {"sms": sms, "email_subject": "Σύνδεσμος", "email_body": "{{ reset_url }}"}
+    PolicyVersionFactory(locale_templates={"el": greek})
+    event = scripted_event(simulator, clock, locale="el-CY", time_zone="Asia/Nicosia")
+    run_until_settled(event.id, transports, clock)
+
+    out = tmp_path / "timings.csv"
+    call_command("export_timings", since_hours=1, out=out, stdout=StringIO())
+
+    [row] = timings.read(out)
+    assert (row.locale, row.sms_segments) == ("el", 2)
+    text = out.read_text()
+    assert "el-CY" not in text
+    assert "Nicosia" not in text
 
 
 def test_an_export_reaching_past_the_observation_retention_is_refused(tmp_path, policy):
