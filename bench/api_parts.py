@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import phonenumbers
@@ -75,6 +75,8 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
     payloads = [CreateEvent.model_validate_json(body) for body in bodies]
     resets = [reset_request("bench-parts", payload) for payload in payloads]
     destinations = [events.normalized_destinations(reset) for reset in resets]
+    # The same requests with a subscriber's locale and time zone, as a localized caller sends them.
+    worded = [replace(reset, locale="de-AT", time_zone="Europe/Vienna") for reset in resets]
     policy = published_version("US")
     assert policy is not None, "the benchmark loads the default policies first"
     now = current_clock().now()
@@ -97,6 +99,7 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
         _timed("body parse and validation (schema)", lambda number: CreateEvent.model_validate_json(bodies[number])),
         _timed("phone parsing (phonenumbers)", lambda number: _parse_phone(payloads[number].phone)),
         _timed("destinations checked (phone, email, URL)", lambda n: events.normalized_destinations(resets[n])),
+        _timed("locale and time zone checked (Babel, zoneinfo)", lambda n: events.audience_of(worded[n])),
         _timed(
             "sealing (Fernet) and hashing (HMAC x3)",
             lambda number: _seal_and_hash(resets[number], destinations[number]),

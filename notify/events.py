@@ -206,7 +206,7 @@ def new_rows(
         expires_at=expires_at,
         locale=audience.locale,
         time_zone=audience.time_zone,
-        message_locale=rendering.template_set_for(policy, audience.locale).key,
+        message_locale=rendering.set_key_for(policy.locale_templates, audience.locale),
         state=start.state,
         version=1,
         state_entered_at=now,

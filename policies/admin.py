@@ -90,7 +90,7 @@ class PolicyVersionAdmin(_ModelAdmin):
             return "This plan sends no SMS."
         try:
             checks = sms_check.check(obj)
-        except Exception as error:  # a template that does not render: the form names it
+        except sms_check.UNMEASURABLE as error:  # the form names what is wrong
             return f"Not measurable until the templates render ({type(error).__name__})."
         rows = format_html_join(
             "",

@@ -10,7 +10,7 @@ gives 7 septets (GSM-7) or 3 code units (UCS-2) of each segment to its header, h
 """
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import gsm0338  # type: ignore[import-untyped]  # no stubs; one class used
 
@@ -19,6 +19,7 @@ UCS_2 = "UCS-2"
 # Units in one segment alone, and in each segment of a concatenated message.
 _CAPACITY = {GSM_7: (160, 153), UCS_2: (70, 67)}
 _CODEC = gsm0338.Codec()
+ESCAPE = "\x1b"
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,14 @@ class Encoded:
     forcing_ucs2: tuple[str, ...]  # the characters outside GSM-7, in order of first appearance
 
 
-@cache
+# Bounded: texts are the policies' own and Babel's, but a cache must not grow with its input.
+@lru_cache(maxsize=4096)
 def gsm_septets(character: str) -> int | None:
     """Septets ``character`` takes in GSM-7 (1, or 2 from the extension table), None outside it."""
+    if character == ESCAPE:
+        # The codec writes ESC as the escape code itself: sent, it would make the phone read the
+        # next character from the extension table. It is no character of the alphabet.
+        return None
     try:
         encoded, _ = _CODEC.encode(character)
     except UnicodeEncodeError:

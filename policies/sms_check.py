@@ -11,6 +11,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from functools import cache
 from typing import Protocol
 
+from babel import UnknownLocaleError
+from django.template import TemplateSyntaxError
+
 from policies import locales, rendering
 from policies.segments import Encoded, describe, encode
 
@@ -19,6 +22,9 @@ _HOURS = [datetime(2026, 1, 15, hour, 59, tzinfo=UTC) for hour in range(24)]
 # Offsets with minutes on both sides of GMT: the longest a localized GMT format gets.
 _ZONES = (timezone(timedelta(hours=5, minutes=45)), timezone(-timedelta(hours=3, minutes=30)))
 _LINK_START = "https://reset.example/"
+# What a version not yet valid can raise when measured: a template that does not compile, a
+# locale that is not one. Validation names each; the measuring only stands back.
+UNMEASURABLE = (TemplateSyntaxError, ValueError, UnknownLocaleError)
 
 
 class SegmentSettings(rendering.MessageSettings, Protocol):
@@ -69,6 +75,17 @@ def check(policy: SegmentSettings) -> list[SetCheck]:
         assert worst is not None  # the set's own language is always a candidate
         checks.append(SetCheck(template_set, worst[0], worst[1], policy.sms_max_segments))
     return checks
+
+
+def fitting_limit(policy: SegmentSettings) -> int:
+    """The limit a policy gets by default: 1 where every set's SMS fits one segment at its longest, else 2.
+
+    A set that does not render yet counts as not fitting; validation then names its problem."""
+    try:
+        fits = all(result.encoded.segments == 1 for result in check(policy))
+    except UNMEASURABLE:
+        fits = False
+    return 1 if fits else 2
 
 
 def _reached_by(policy: SegmentSettings) -> dict[str, list[str]]:

@@ -149,3 +149,48 @@ def test_a_locale_set_that_cannot_be_used_is_refused_with_its_locale_named(db, s
 
 def test_the_default_locale_must_be_a_canonical_tag(db):
     assert problems(PolicyVersionFactory.build(default_locale="EN"))["default_locale"] == ["write it en"]
+
+
+def test_the_segment_table_command_prints_every_set_and_fails_on_one_over_the_limit(tmp_path):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    shipped_table = StringIO()
+    call_command("sms_segments", stdout=shipped_table)
+    assert "| el | UCS-2 | 128 | 2 of 2 |" in shipped_table.getvalue()
+    assert "| es | GSM-7 | 142 | 1 of 1 | — |" in shipped_table.getvalue()
+
+    tight = tmp_path / "eu.toml"
+    tight.write_text((DEFAULTS_DIR / "eu.toml").read_text().replace("sms_max_segments = 2", "sms_max_segments = 1"))
+    with pytest.raises(CommandError, match=r"eu.toml: locale el: the SMS is UCS-2.*\n.*locale pl"):
+        call_command("sms_segments", str(tight), stdout=StringIO())
+
+
+@pytest.mark.parametrize(("name", "limit"), [("us.toml", 1), ("eu.toml", 2)])
+def test_a_data_file_without_a_segment_limit_gets_1_where_every_sms_fits_one_else_2(tmp_path, name, limit):
+    unset = tmp_path / name
+    text = (DEFAULTS_DIR / name).read_text()
+    unset.write_text("\n".join(line for line in text.splitlines() if not line.startswith("sms_max_segments")))
+
+    content, _ = read(unset)
+
+    assert content["sms_max_segments"] == limit
+
+
+def test_an_over_long_draft_is_refused_at_approval_with_the_reason(db):
+    from django.contrib.auth.models import Permission, User
+
+    from policies import lifecycle
+    from tests.conftest import T0
+
+    published = PolicyVersionFactory.create(sms_max_segments=1, reset_url_max_length=60)
+    author = User.objects.create_user("ada")
+    approver = User.objects.create_user("olu")
+    approver.user_permissions.add(Permission.objects.get(codename="approve_policyversion"))
+    draft = lifecycle.draft_from(published, author=author, reason="Greek", changes={"locale_templates": GREEK})
+
+    with pytest.raises(ValidationError, match=r"locale el: the SMS is UCS-2.*2 segments.*over the limit of 1"):
+        lifecycle.approve(draft, approver=approver, now=T0)
+    draft.refresh_from_db()
+    assert draft.status == "draft"
