@@ -308,13 +308,15 @@ def normalized_destinations(request: ResetRequest) -> vault.Destinations:
         URLValidator(schemes=["https"])(request.reset_url)
     except ValidationError:
         raise EventRefused(Refusal.INVALID_RESET_URL, "reset_url", "reset_url must be an https URL") from None
-    if not request.reset_url.isascii():
-        # A link is measured, and sent, as ASCII: one character outside GSM-7 would turn the
-        # whole SMS into UCS-2 (70 characters a segment instead of 160).
+    if segments.encode(request.reset_url).encoding != segments.GSM_7:
+        # The policy's segment check measured links of GSM-7 characters: one outside it (a
+        # non-ASCII letter, a backtick) would turn the whole SMS into UCS-2, 70 characters a
+        # segment instead of 160.
         raise EventRefused(
             Refusal.INVALID_RESET_URL,
             "reset_url",
-            "reset_url must be ASCII: percent-encode its path and write its host in punycode",
+            "reset_url must be characters an SMS carries in GSM-7: percent-encode its path "
+            "(a backtick too) and write its host in punycode",
         )
     return vault.Destinations(
         phone=phone,
@@ -348,7 +350,7 @@ def audience_of(request: ResetRequest) -> rendering.Audience:
 
 def link_length(reset_url: str) -> int:
     """The link's length in an SMS: GSM-7 septets, so a character of its extension table counts twice."""
-    return sum(segments.gsm_septets(character) or 2 for character in reset_url)
+    return segments.encode(reset_url).units
 
 
 def request_fingerprint(request: ResetRequest, destinations: vault.Destinations, audience: rendering.Audience) -> str:
@@ -363,8 +365,9 @@ def request_fingerprint(request: ResetRequest, destinations: vault.Destinations,
             request.expires_at.isoformat() if request.expires_at else None,
             request.ttl.total_seconds() if request.ttl else None,
             request.consent,
-            audience.locale,
-            audience.time_zone,
+            # Only when given: a request without them hashes as it did before they existed, so
+            # a client retrying across that deploy is answered with its event, not a conflict.
+            *([audience.locale, audience.time_zone] if audience.locale or audience.time_zone else []),
         ]
     )
     return vault.keyed_hash(canonical)

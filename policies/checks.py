@@ -1,6 +1,7 @@
 """What a channel plan needs from a policy version: senders, destinations, templates in every locale."""
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import phonenumbers
@@ -9,6 +10,9 @@ from django.core.validators import validate_email
 from django.template import Template, TemplateSyntaxError
 
 from policies import locales, rendering, sms_check
+
+# What a template is rendered with to prove it renders (any expiry does).
+SAMPLE_EXPIRY = datetime(2026, 1, 15, 12, 10, tzinfo=UTC)
 
 
 class ChannelSettings(Protocol):
@@ -19,7 +23,7 @@ class ChannelSettings(Protocol):
     email_body_template: str
     default_locale: str
     locale_templates: Any  # a JSON field: checked here to map locales to their three templates
-    sms_max_segments: int
+    sms_max_segments: int | None
     reset_url_max_length: int
     allowed_sms_country_codes: Any  # a JSON field: checked here to be a list of calling codes
     sms_sender: str
@@ -62,25 +66,18 @@ def channel_errors(policy: ChannelSettings) -> dict[str, str]:
 
 
 def _locale_problems(policy: ChannelSettings, problems: defaultdict[str, list[str]]) -> None:
-    """The default locale and every locale set's key are canonical BCP 47 tags; each set has its three texts."""
-    try:
-        if locales.canonical(policy.default_locale) != policy.default_locale:
-            problems["default_locale"].append(f"write it {locales.canonical(policy.default_locale)}")
-    except locales.InvalidLocale as error:
-        problems["default_locale"].append(str(error))
+    """The default locale and every set's key are canonical BCP 47 tags CLDR can format in; each
+    set has its three texts."""
+    if problem := _tag_problem(policy.default_locale):
+        problems["default_locale"].append(problem)
     sets = policy.locale_templates
     if not isinstance(sets, dict):
         problems["locale_templates"].append("must map locales to their templates (sms, email_subject, email_body)")
         return
     for key, texts in sets.items():
-        try:
-            canonical = locales.canonical(key)
-        except locales.InvalidLocale as error:
-            problems["locale_templates"].append(f"{key!r}: {error}")
-            continue
-        if canonical != key:
-            problems["locale_templates"].append(f"{key!r}: write it {canonical}")
-        elif canonical == policy.default_locale:
+        if problem := _tag_problem(key):
+            problems["locale_templates"].append(f"{key!r}: {problem}")
+        elif key == policy.default_locale:
             problems["locale_templates"].append(f"{key}: is the default locale; edit the default templates instead")
         elif not isinstance(texts, dict) or set(texts) != set(rendering.SET_FIELDS):
             fields = ", ".join(rendering.SET_FIELDS)
@@ -89,10 +86,24 @@ def _locale_problems(policy: ChannelSettings, problems: defaultdict[str, list[st
             problems["locale_templates"].append(f"{key}: each template is text")
 
 
+def _tag_problem(tag: str) -> str | None:
+    """Why ``tag`` cannot name a template set's language, if it cannot."""
+    try:
+        canonical = locales.canonical(tag)
+    except locales.InvalidLocale as error:
+        return str(error)
+    if canonical != tag:
+        return f"write it {canonical}"
+    if locales.data_identifier(tag) is None:
+        # The expiry is written in the set's language: CLDR must be able to write it.
+        return f"CLDR has no data to write times in {tag}"
+    return None
+
+
 def _template_problems(
     policy: ChannelSettings, template_set: rendering.TemplateSet, problems: defaultdict[str, list[str]]
 ) -> None:
-    """Each template compiles; the texts the plan sends carry the link, and an email has a subject."""
+    """Each template compiles and renders; the texts the plan sends carry the link, and an email has a subject."""
 
     def report(name: str, problem: str) -> None:
         if template_set.key == rendering.DEFAULT:
@@ -100,17 +111,18 @@ def _template_problems(
         else:
             problems["locale_templates"].append(f"{template_set.key} {name}: {problem}")
 
-    texts = {
-        "sms": template_set.sms,
-        "email_subject": template_set.email_subject,
-        "email_body": template_set.email_body,
-    }
     broken = set()
-    for name, text in texts.items():
+    for name, text in template_set.texts.items():
         try:
             Template(text)
         except TemplateSyntaxError as error:
             report(name, f"not a valid template: {error}")
+            broken.add(name)
+            continue
+        try:
+            rendering.render(text, sms_check.placeholder_link(40), SAMPLE_EXPIRY, "13:10", "GMT+01:00")
+        except Exception as error:  # a template's own tags can raise anything (a {% url %} to nowhere)
+            report(name, f"does not render: {type(error).__name__}: {error}")
             broken.add(name)
     if policy.uses_sms and "sms" not in broken and "reset_url" not in template_set.sms:
         report("sms", "the SMS template must include {{ reset_url }}")

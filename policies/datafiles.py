@@ -49,6 +49,8 @@ def read(path: Path) -> tuple[dict[str, object], str]:
     if missing := [name for name in CONTENT_FIELDS if name not in content and name not in OPTIONAL]:
         raise PolicyFileError(f"{path.name}: missing {', '.join(missing)}")
     if "sms_max_segments" not in content:
+        # As a version saved without one gets it (PolicyVersion.save): here, so the file's
+        # content shows the limit it will be held to.
         content["sms_max_segments"] = sms_check.fitting_limit(PolicyVersion(**content))
     return content, hashlib.sha256(raw).hexdigest()
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from policies import sms_check
 from policies.checks import channel_errors
 
 DURATION_FIELDS = (
@@ -148,8 +149,8 @@ class PolicyVersion(models.Model):
     email_subject_template = models.CharField(max_length=200, blank=True)
     email_body_template = models.TextField(blank=True, help_text="Django template; context: reset_url, expires_at.")
     # Versions made before locales existed wrote their templates in English; their SMS limit
-    # and link length are the loosest (nothing they sent is refused for it), reviewed versions
-    # set their own.
+    # (set by the migration) and link length are the loosest, so nothing they sent is refused
+    # for it; reviewed versions set their own, or get the default limit when they are saved.
     default_locale = models.CharField(
         max_length=35, default="en", help_text="BCP 47 tag of the language the default templates are written in."
     )
@@ -160,8 +161,10 @@ class PolicyVersion(models.Model):
         "gets the first set of their locale's lookup chain (de-AT, de), else the default templates.",
     )
     sms_max_segments = models.PositiveSmallIntegerField(
-        default=SMS_MAX_SEGMENTS,
-        help_text="Most SMS segments any locale's message may take with the longest link and expiry.",
+        null=True,
+        blank=True,
+        help_text="Most SMS segments any locale's message may take with the longest link and expiry. "
+        "Left empty: 1 where every locale's SMS fits one segment, else 2.",
     )
     reset_url_max_length = models.PositiveSmallIntegerField(
         default=RESET_URL_MAX_LENGTH,
@@ -205,6 +208,7 @@ class PolicyVersion(models.Model):
         never land after the approval; approval in turn compares the content it
         reviewed, so what is approved is exactly what the approver saw.
         """
+        self._default_segment_limit()
         if self._state.adding:
             super().save(*args, **kwargs)  # type: ignore[arg-type]
             return
@@ -212,8 +216,15 @@ class PolicyVersion(models.Model):
         if type(self).objects.filter(pk=self.pk, status=Status.DRAFT).update(**content) != 1:
             raise ValidationError(f"{self} is {self.status}: a policy version is immutable once approved")
 
+    def _default_segment_limit(self) -> None:
+        """ "1 where the link fits, else 2": where no limit was set, the one the templates earn."""
+        if self.sms_max_segments is None:
+            self.sms_max_segments = sms_check.fitting_limit(self)
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
+        if self.reset_url_max_length is not None and RESET_URL_MAX_LENGTH >= self.reset_url_max_length >= 20:
+            self._default_segment_limit()
         for name in DURATION_FIELDS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):

@@ -55,6 +55,11 @@ class TemplateSet:
     email_body: str
 
     @property
+    def texts(self) -> dict[str, str]:
+        """The three templates by their names in ``SET_FIELDS``."""
+        return dict(zip(SET_FIELDS, (self.sms, self.email_subject, self.email_body), strict=True))
+
+    @property
     def label(self) -> str:
         """How the console and the admin name it: "de", or "en (default)"."""
         return self.key or f"{self.written_in} (default)"
@@ -122,9 +127,15 @@ def local_expiry_texts(local: datetime, tag: str) -> tuple[str, str]:
 
 
 def sms_text(policy: MessageSettings, audience: Audience, reset_url: str, expires_at: datetime) -> str:
+    template_set, time, zone = _worded(policy, audience, expires_at)
+    return render_sms(template_set.sms, reset_url, expires_at, time, zone)
+
+
+def _worded(policy: MessageSettings, audience: Audience, expires_at: datetime) -> tuple[TemplateSet, str, str]:
+    """The audience's template set, and the expiry's time and zone as it is written for them."""
     template_set = template_set_for(policy, audience.locale)
     time, zone = expiry_texts(expires_at, audience.time_zone, formatting_tag(audience.locale, template_set.written_in))
-    return render_sms(template_set.sms, reset_url, expires_at, time, zone)
+    return template_set, time, zone
 
 
 def render_sms(template: str, reset_url: str, expires_at: datetime, time: str, zone: str) -> str:
@@ -133,8 +144,7 @@ def render_sms(template: str, reset_url: str, expires_at: datetime, time: str, z
 
 
 def email(policy: MessageSettings, audience: Audience, reset_url: str, expires_at: datetime) -> Email:
-    template_set = template_set_for(policy, audience.locale)
-    time, zone = expiry_texts(expires_at, audience.time_zone, formatting_tag(audience.locale, template_set.written_in))
+    template_set, time, zone = _worded(policy, audience, expires_at)
     return Email(
         subject=render(template_set.email_subject, reset_url, expires_at, time, zone).strip(),
         body=render(template_set.email_body, reset_url, expires_at, time, zone),

@@ -28,7 +28,7 @@ UNMEASURABLE = (TemplateSyntaxError, ValueError, UnknownLocaleError)
 
 
 class SegmentSettings(rendering.MessageSettings, Protocol):
-    sms_max_segments: int
+    sms_max_segments: int | None  # None: not set yet (``fitting_limit`` gives the default)
     reset_url_max_length: int
 
 
@@ -39,11 +39,11 @@ class SetCheck:
     template_set: rendering.TemplateSet
     encoded: Encoded
     preview: str
-    limit: int
+    limit: int | None
 
     @property
     def within_limit(self) -> bool:
-        return self.encoded.segments <= self.limit
+        return self.limit is None or self.encoded.segments <= self.limit
 
     @property
     def problem(self) -> str:

@@ -37,6 +37,8 @@ class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
     sms_sender = "+15005550006"
     email_from = "no-reset-reply@example.org"
     sms_template = "Reset: {{ reset_url }}"
+    sms_max_segments = 1
+    reset_url_max_length = 80
     email_subject_template = "Your password reset link"
     email_body_template = "Open {{ reset_url }} before {{ expires_at }}."
 

@@ -41,8 +41,9 @@ def test_the_same_request_in_another_locale_is_another_request(api):
 @pytest.mark.parametrize(
     ("overrides", "reason", "field", "message"),
     [
-        ({"locale": "klingonese"}, "invalid_locale", "locale", "unknown language subtag"),
-        ({"locale": "de_AT"}, "invalid_locale", "locale", "not a BCP 47 tag"),
+        ({"locale": "klingonese"}, "invalid_locale", "locale", "not a BCP 47 tag"),
+        ({"locale": "und"}, "invalid_locale", "locale", "unknown language subtag"),
+        ({"locale": "de.UTF-8"}, "invalid_locale", "locale", "not a BCP 47 tag"),
         ({"locale": "de-XQ"}, "invalid_locale", "locale", "unknown region subtag"),
         ({"time_zone": "Mars/Olympus_Mons"}, "invalid_time_zone", "time_zone", "IANA time zone"),
         (
@@ -58,11 +59,18 @@ def test_the_same_request_in_another_locale_is_another_request(api):
             "(a ~, [ or ] counts twice)",
         ),
         (
-            {"reset_url": "https://bücher.example/reset/x"},
+            {"reset_url": "https://пример.example/reset/x"},
             "invalid_reset_url",
             "reset_url",
-            "must be ASCII: percent-encode its path",
+            "must be characters an SMS carries in GSM-7",
         ),
+        (
+            {"reset_url": "https://accounts.example.org/reset/`x`"},
+            "invalid_reset_url",
+            "reset_url",
+            "percent-encode its path (a backtick too)",
+        ),
+        ({"time_zone": "localtime"}, "invalid_time_zone", "time_zone", "IANA time zone"),
     ],
 )
 def test_a_wording_the_policy_cannot_honour_is_refused_naming_the_field_and_nothing_is_created(
@@ -83,3 +91,23 @@ def test_a_link_at_the_policys_maximum_is_accepted(api):
     response = post(api, body(reset_url="https://accounts.example.org/" + "r" * 51))
 
     assert response.status_code == 201
+
+
+def test_a_request_without_locale_or_time_zone_is_the_same_request_it_was_before_they_existed(api):
+    """A client retrying across the deploy that added them is answered with its event, not a conflict."""
+    import json
+
+    from notify import vault
+    from notify.events import audience_of, normalized_destinations, request_fingerprint
+    from tests.factories import reset_request
+
+    request = reset_request()
+    destinations = normalized_destinations(request)
+    before = vault.keyed_hash(
+        json.dumps(
+            [request.region, request.purpose, destinations.phone, destinations.email, destinations.reset_url,
+             None, request.ttl.total_seconds(), request.consent]
+        )
+    )  # fmt: skip
+
+    assert request_fingerprint(request, destinations, audience_of(request)) == before

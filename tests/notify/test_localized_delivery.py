@@ -85,7 +85,7 @@ def test_an_austrian_subscriber_gets_the_german_sms_and_email_with_the_expiry_in
     assert email["Content-Language"] == "de"
     assert "List-Unsubscribe" not in email
     text = email.get_content().replace("\r\n", "\n")  # SMTP lines end in CRLF
-    assert text.startswith("Sie haben angefordert, Ihr Passwort zurückzusetzen.")
+    assert text.startswith("Sie haben das Zurücksetzen Ihres Passworts angefordert.")
     assert f"Öffnen Sie diesen Link vor 13:10 (GMT+01:00):\n{CANARY_RESET_URL}" in text
     assert Claim.objects.get(event=event, channel=Channel.SMS).segments == 1
     assert Event.objects.get(pk=event.id).message_locale == "de"

@@ -55,23 +55,58 @@ def test_a_subscriber_gets_the_first_set_of_their_locales_lookup_chain(locale, r
 
 @pytest.mark.parametrize(
     ("given", "canonical"),
-    [("de-AT", "de-AT"), ("DE-at", "de-AT"), ("zh-hant-tw", "zh-Hant-TW"), ("es-419", "es-419"), ("de-US", "de-US")],
+    [
+        ("de-AT", "de-AT"),
+        ("DE-at", "de-AT"),
+        ("de_AT", "de-AT"),
+        ("zh-hant-tw", "zh-Hant-TW"),
+        ("es-419", "es-419"),
+        ("de-US", "de-US"),  # no CLDR data for the pair: formatted as de
+        ("iw-IL", "he-IL"),  # a deprecated code, as older Android sends it
+        ("ja-JP-u-ca-japanese", "ja-JP"),  # an extension, as Java's toLanguageTag() writes it
+        ("en-US-x-private", "en-US"),
+        ("sl-rozaj-biske", "sl-biske-rozaj"),
+        ("ca-ES-VALENCIA", "ca-ES-valencia"),
+    ],
 )
-def test_a_locale_is_kept_in_canonical_case_even_where_cldr_has_no_data_for_the_pair(given, canonical):
+def test_a_locale_is_kept_as_rfc_5646_writes_it_without_what_lookup_ignores(given, canonical):
     assert locales.canonical(given) == canonical
 
 
-@pytest.mark.parametrize("nonsense", ["nonsense", "xx", "de_AT", "en-US-x-private", "und", "de-ZZ", "de-XX", "", "-"])
+@pytest.mark.parametrize(
+    "nonsense",
+    ["nonsense", "xx", "de.UTF-8", "x-private", "und", "de-ZZ", "de-XX", "", "-", "en-" + "A" * 25, "de-AT-\u0661"],
+)
 def test_a_tag_that_is_not_a_known_language_script_and_region_is_refused(nonsense):
     with pytest.raises(locales.InvalidLocale):
         locales.canonical(nonsense)
 
 
-def test_time_zones_are_the_iana_database():
+def test_formatting_is_cached_per_cldr_locale_not_per_callers_tag():
+    from babel import Locale
+
+    tags = []
+    for region in sorted(Locale("en").territories):
+        try:
+            tags.append(locales.canonical(f"en-{region}"))
+        except locales.InvalidLocale:
+            continue  # a CLDR grouping that is no BCP 47 region (EU, UN, ZZ)
+    before = locales._parsed.cache_info().currsize
+
+    for tag in tags:
+        assert locales.formatting_locale(tag).language == "en"
+
+    used = {locales.data_identifier(tag) for tag in tags}
+    assert len(tags) > 250 > len(used)
+    assert locales._parsed.cache_info().currsize - before <= len(used)
+
+
+def test_time_zones_are_the_iana_database_not_the_hosts():
     assert locales.valid_time_zone("Europe/Vienna")
     assert locales.valid_time_zone("UTC")
     assert not locales.valid_time_zone("Europe/Nowhere")
-    assert not locales.valid_time_zone("/etc/localtime")
+    assert not locales.valid_time_zone("localtime")  # whatever the host is set to
+    assert not locales.valid_time_zone("Factory")
 
 
 @pytest.mark.parametrize("name", ["us.toml", "eu.toml"])
@@ -131,7 +166,8 @@ def test_the_longest_link_decides_the_default_sms_too(db):
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
-        ({"deutsch": a_set()}, "'deutsch': unknown language subtag"),
+        ({"deutsch": a_set()}, "'deutsch': not a BCP 47 tag"),
+        ({"und": a_set()}, "'und': unknown language subtag"),
         ({"de-at": a_set()}, "'de-at': write it de-AT"),
         ({"en": a_set()}, "en: is the default locale; edit the default templates instead"),
         ({"de": {"sms": "{{ reset_url }}"}}, "de: needs exactly sms, email_subject, email_body"),
@@ -151,6 +187,34 @@ def test_the_default_locale_must_be_a_canonical_tag(db):
     assert problems(PolicyVersionFactory.build(default_locale="EN"))["default_locale"] == ["write it en"]
 
 
+def test_a_language_cldr_cannot_write_times_in_is_refused_for_a_set(db):
+    # Klingon is a registered language; CLDR has no data for it, so no expiry could be written.
+    assert problems(PolicyVersionFactory.build(default_locale="tlh"))["default_locale"] == [
+        "CLDR has no data to write times in tlh"
+    ]
+    assert problems(PolicyVersionFactory.build(locale_templates={"tlh": a_set()}))["locale_templates"] == [
+        "'tlh': CLDR has no data to write times in tlh"
+    ]
+
+
+def test_a_template_that_compiles_but_cannot_render_is_refused(db):
+    refused = problems(PolicyVersionFactory.build(locale_templates={"de": a_set(body="{% url 'nowhere' %}")}))
+
+    assert refused["locale_templates"] == [
+        "de email_body: does not render: NoReverseMatch: Reverse for 'nowhere' not found. "
+        "'nowhere' is not a valid view function or pattern name."
+    ]
+
+
+def test_a_version_saved_without_a_segment_limit_gets_1_where_every_sms_fits_else_2(db):
+    fits = PolicyVersionFactory.create(sms_max_segments=None)
+    greek = PolicyVersionFactory.create(region="EU", sms_max_segments=None, locale_templates=GREEK)
+
+    assert (fits.sms_max_segments, greek.sms_max_segments) == (1, 2)
+    fits.refresh_from_db()
+    assert fits.sms_max_segments == 1
+
+
 def test_the_segment_table_command_prints_every_set_and_fails_on_one_over_the_limit(tmp_path):
     from io import StringIO
 
@@ -159,7 +223,7 @@ def test_the_segment_table_command_prints_every_set_and_fails_on_one_over_the_li
     shipped_table = StringIO()
     call_command("sms_segments", stdout=shipped_table)
     assert "| el | UCS-2 | 128 | 2 of 2 |" in shipped_table.getvalue()
-    assert "| es | GSM-7 | 142 | 1 of 1 | — |" in shipped_table.getvalue()
+    assert "| es | GSM-7 | 138 | 1 of 1 | — |" in shipped_table.getvalue()
 
     tight = tmp_path / "eu.toml"
     tight.write_text((DEFAULTS_DIR / "eu.toml").read_text().replace("sms_max_segments = 2", "sms_max_segments = 1"))

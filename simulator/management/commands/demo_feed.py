@@ -22,8 +22,20 @@ from notify.events import EventRefused, ResetRequest, create_event
 from simulator.control import SimulatorControl
 from simulator.fictional import fictional_phone
 
-# Region -> the countries its fictional subscribers live in.
-COUNTRIES = {"US": ["US"], "EU": ["DE", "FR", "NL", "ES", "IT"]}
+# Region -> its fictional subscribers' countries, each with the locale and time zone they give.
+COUNTRIES = {
+    "US": [("US", "en-US", "America/New_York"), ("US", "es-US", "America/Los_Angeles"), ("US", "", "")],
+    "EU": [
+        ("DE", "de-DE", "Europe/Berlin"),
+        ("AT", "de-AT", "Europe/Vienna"),
+        ("FR", "fr-FR", "Europe/Paris"),
+        ("NL", "nl-NL", "Europe/Amsterdam"),  # no Dutch set: the English default
+        ("ES", "es-ES", "Europe/Madrid"),
+        ("IT", "it-IT", "Europe/Rome"),
+        ("PL", "pl-PL", "Europe/Warsaw"),
+        ("GR", "el-GR", "Europe/Athens"),
+    ],
+}
 
 
 class Command(BaseCommand):
@@ -51,16 +63,19 @@ class Command(BaseCommand):
         created = 0
         while True:
             region = rng.choice(list(COUNTRIES))
+            country, locale, time_zone = rng.choice(COUNTRIES[region])
             request = ResetRequest(
                 service="demo-feed",
                 client_key=str(uuid.UUID(int=rng.getrandbits(128))),
                 region=region,
                 purpose="password_reset",
-                phone=fictional_phone(rng, rng.choice(COUNTRIES[region])),
+                phone=fictional_phone(rng, country),
                 email=f"subscriber.{rng.randrange(10**8)}@example.org",
                 reset_url=f"https://accounts.example.org/reset/{uuid.uuid4().hex}",
                 ttl=timedelta(seconds=options["ttl"]),
                 consent=True,
+                locale=locale,
+                time_zone=time_zone,
             )
             try:
                 event = create_event(request, now=current_clock().now()).event
