@@ -151,11 +151,16 @@ class PolicyVersion(models.Model):
     # Versions made before locales existed wrote their templates in English; their SMS limit
     # (set by the migration) and link length are the loosest, so nothing they sent is refused
     # for it; reviewed versions set their own, or get the default limit when they are saved.
+    # Database defaults as well: code from before these columns (a rolling deploy) inserts without them.
     default_locale = models.CharField(
-        max_length=35, default="en", help_text="BCP 47 tag of the language the default templates are written in."
+        max_length=35,
+        default="en",
+        db_default="en",
+        help_text="BCP 47 tag of the language the default templates are written in.",
     )
     locale_templates = models.JSONField(
         default=dict,
+        db_default={},
         blank=True,
         help_text="Template sets by locale (BCP 47), each with sms, email_subject and email_body. A subscriber "
         "gets the first set of their locale's lookup chain (de-AT, de), else the default templates.",
@@ -168,6 +173,7 @@ class PolicyVersion(models.Model):
     )
     reset_url_max_length = models.PositiveSmallIntegerField(
         default=RESET_URL_MAX_LENGTH,
+        db_default=RESET_URL_MAX_LENGTH,
         help_text="Longest reset link accepted, in SMS characters (a ~ counts twice); longer is refused with 422.",
     )
     purpose = models.CharField(max_length=16, choices=MessagePurpose.choices, default=MessagePurpose.TRANSACTIONAL)

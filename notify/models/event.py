@@ -34,10 +34,20 @@ class Event(models.Model):
     expires_at = models.DateTimeField()
     # How the messages are worded, none of it personal: the subscriber's locale and time zone as
     # the caller gave them (canonical), and the policy's template set they chose ("" the default).
-    locale = models.CharField(max_length=35, blank=True, help_text="The subscriber's BCP 47 locale, if given.")
-    time_zone = models.CharField(max_length=64, blank=True, help_text="IANA time zone the expiry is shown in.")
+    # Defaults in the database too: a process still running the code from before these columns
+    # (a rolling deploy) inserts events without them.
+    locale = models.CharField(
+        max_length=35, blank=True, default="", db_default="", help_text="The subscriber's BCP 47 locale, if given."
+    )
+    time_zone = models.CharField(
+        max_length=64, blank=True, default="", db_default="", help_text="IANA time zone the expiry is shown in."
+    )
     message_locale = models.CharField(
-        max_length=35, blank=True, help_text="The policy's template set the messages are rendered from ('': default)."
+        max_length=35,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The policy's template set the messages are rendered from ('': default).",
     )
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.SMS_REQUESTED)

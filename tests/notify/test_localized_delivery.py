@@ -112,3 +112,21 @@ def test_messages_are_counted_by_region_channel_and_set_and_sms_by_segments(
     assert counted[(tallies.SMS_SEGMENTS, "el/2")] == 1
     assert counted[(tallies.SMS_SEGMENTS, "de/1")] == counted[(tallies.SMS_SEGMENTS, "default/1")] == 1
     assert counted[(tallies.SMS_SEGMENTS, "el/sum")] == 2
+
+
+def test_an_event_inserted_by_code_from_before_the_locale_columns_gets_their_defaults(eu_policy, clock):
+    """A rolling deploy: a process still running the old code inserts events without the new columns."""
+    from django.db import connection
+
+    event = new_event(clock.now(), region="EU", phone=AUSTRIAN_PHONE, email=ADDRESS, consent=True)
+    new_columns = {"locale", "time_zone", "message_locale"}
+    old = [f.column for f in Event._meta.concrete_fields if f.column not in new_columns | {"id", "client_key"}]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO notify_event (id, client_key, {', '.join(old)}) "
+            f"SELECT 'evt_old_code', 'old-code', {', '.join(old)} FROM notify_event WHERE id = %s",
+            [event.id],
+        )
+
+    inserted = Event.objects.get(pk="evt_old_code")
+    assert (inserted.locale, inserted.time_zone, inserted.message_locale) == ("", "", "")
