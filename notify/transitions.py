@@ -562,10 +562,9 @@ def begin_submit(
 
     ``hold`` (default: the policy's lease) is how long the lease is kept from now, to
     cover the call, and ``settle_after`` when the claim becomes due for settling: no later
-    worker may act on the claim while the call could still be in flight. ``segments``: the
-    SMS's segment count, kept on the claim. Both are counted
+    worker may act on the claim while the call could still be in flight. Both are counted
     on the database's clock (``at`` pins it in tests); ``now`` is the caller's reading of
-    it, for the schedule.
+    it, for the schedule. ``segments``: the SMS's segment count, kept on the claim.
     """
     base = known if known is not None else rows.load(event_id)
     settle_at = now + settle_after

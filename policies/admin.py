@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from policies import lifecycle, segments, sms_check
+from policies import lifecycle, sms_check
 from policies.forms import PolicyVersionForm
 from policies.models import CONTENT_FIELDS, PolicyVersion, Status
 
@@ -104,7 +104,7 @@ class PolicyVersionAdmin(_ModelAdmin):
                     check.encoded.characters,
                     check.encoded.segments,
                     check.limit,
-                    segments.describe(check.encoded.forcing_ucs2[:12]) or "—",
+                    check.forced_summary,
                     check.preview,
                 )
                 for check in checks

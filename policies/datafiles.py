@@ -8,12 +8,12 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 
-from policies import lifecycle, sms_check
+from policies import lifecycle
 from policies.models import CONTENT_FIELDS, DURATION_FIELDS, PolicyVersion
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 # Settings a file may leave out: the model's default then applies (resubmit, no locale sets),
-# or, for the SMS segment limit, 1 where every set's SMS fits one segment at its longest, else 2.
+# or, for the SMS segment limit, the one the version earns (PolicyVersion.settle_segment_limit).
 OPTIONAL = ("resubmit_unknown_email", "locale_templates", "sms_max_segments")
 
 
@@ -48,10 +48,6 @@ def read(path: Path) -> tuple[dict[str, object], str]:
             raise PolicyFileError(f"{path.name}: unknown setting {key!r}")
     if missing := [name for name in CONTENT_FIELDS if name not in content and name not in OPTIONAL]:
         raise PolicyFileError(f"{path.name}: missing {', '.join(missing)}")
-    if "sms_max_segments" not in content:
-        # As a version saved without one gets it (PolicyVersion.save): here, so the file's
-        # content shows the limit it will be held to.
-        content["sms_max_segments"] = sms_check.fitting_limit(PolicyVersion(**content))
     return content, hashlib.sha256(raw).hexdigest()
 
 

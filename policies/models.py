@@ -214,7 +214,7 @@ class PolicyVersion(models.Model):
         never land after the approval; approval in turn compares the content it
         reviewed, so what is approved is exactly what the approver saw.
         """
-        self._default_segment_limit()
+        self.settle_segment_limit()
         if self._state.adding:
             super().save(*args, **kwargs)  # type: ignore[arg-type]
             return
@@ -222,15 +222,13 @@ class PolicyVersion(models.Model):
         if type(self).objects.filter(pk=self.pk, status=Status.DRAFT).update(**content) != 1:
             raise ValidationError(f"{self} is {self.status}: a policy version is immutable once approved")
 
-    def _default_segment_limit(self) -> None:
+    def settle_segment_limit(self) -> None:
         """ "1 where the link fits, else 2": where no limit was set, the one the templates earn."""
         if self.sms_max_segments is None:
             self.sms_max_segments = sms_check.fitting_limit(self)
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.reset_url_max_length is not None and RESET_URL_MAX_LENGTH >= self.reset_url_max_length >= 20:
-            self._default_segment_limit()
         for name in DURATION_FIELDS:
             value = getattr(self, name)
             if value is not None and value <= timedelta(0):
@@ -257,6 +255,7 @@ class PolicyVersion(models.Model):
             errors["purpose"] = "password resets are transactional messages; a marketing purpose is refused"
         if not errors.keys() & {"sms_max_segments", "reset_url_max_length"}:
             # Templates are measured with these limits: only once they are sound.
+            self.settle_segment_limit()
             errors |= channel_errors(self)
         if errors:
             raise ValidationError(errors)

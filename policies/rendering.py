@@ -86,9 +86,7 @@ def template_sets(policy: MessageSettings) -> list[TemplateSet]:
         DEFAULT, policy.default_locale, policy.sms_template, policy.email_subject_template, policy.email_body_template
     )
     localized = [
-        TemplateSet(
-            key, key, str(texts.get("sms", "")), str(texts.get("email_subject", "")), str(texts.get("email_body", ""))
-        )
+        TemplateSet(key, key, *(str(texts.get(name, "")) for name in SET_FIELDS))
         for key, texts in sorted((policy.locale_templates or {}).items())
         if isinstance(texts, dict)
     ]

@@ -22,6 +22,8 @@ _HOURS = [datetime(2026, 1, 15, hour, 59, tzinfo=UTC) for hour in range(24)]
 # Offsets with minutes on both sides of GMT: the longest a localized GMT format gets.
 _ZONES = (timezone(timedelta(hours=5, minutes=45)), timezone(-timedelta(hours=3, minutes=30)))
 _LINK_START = "https://reset.example/"
+# How many of the characters that forced UCS-2 a table names (an error names them all).
+_SUMMARIZED = 8
 # What a version not yet valid can raise when measured: a template that does not compile, a
 # locale that is not one. Validation names each; the measuring only stands back.
 UNMEASURABLE = (TemplateSyntaxError, ValueError, UnknownLocaleError)
@@ -44,6 +46,12 @@ class SetCheck:
     @property
     def within_limit(self) -> bool:
         return self.limit is None or self.encoded.segments <= self.limit
+
+    @property
+    def forced_summary(self) -> str:
+        """The characters that forced UCS-2, the first few named, for a table ("—" where none)."""
+        forcing = self.encoded.forcing_ucs2
+        return (describe(forcing[:_SUMMARIZED]) + (" …" if len(forcing) > _SUMMARIZED else "")) or "—"
 
     @property
     def problem(self) -> str:

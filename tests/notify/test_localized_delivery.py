@@ -14,11 +14,12 @@ from aiosmtpd.controller import Controller
 from notify import tallies
 from notify.models import Claim, Event, Tally
 from notify.states import Channel, State
+from notify.transports import Transports
 from notify.transports.twilio_client import make_client
 from policies.datafiles import DEFAULTS_DIR, load
 from tests.conftest import T0
 from tests.factories import CANARY_RESET_URL, new_event
-from tests.notify.workers import run_until_settled
+from tests.notify.workers import SlowTwilio, run_until_settled, sms_count
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,3 +131,28 @@ def test_an_event_inserted_by_code_from_before_the_locale_columns_gets_their_def
 
     inserted = Event.objects.get(pk="evt_old_code")
     assert (inserted.locale, inserted.time_zone, inserted.message_locale) == ("", "", "")
+
+
+def test_a_greek_sms_twilio_takes_after_our_timeout_is_found_once_and_counted_once_with_its_segments(
+    eu_policy, simulator, transports, clock, settings
+):
+    greek_phone = "+306912341537"
+    simulator.control.script_sms(greek_phone, create=["accept"], statuses=[["sent", 0], ["delivered", 0]])
+    event = new_event(clock.now(), region="EU", phone=greek_phone, email=ADDRESS, consent=True, locale="el-GR")
+    # Our client gives up on the create; Twilio lists the message 15 s after it came in.
+    slow = SlowTwilio(transports.sms, clock, accept_after=15)
+
+    settled = run_until_settled(event.id, Transports(slow, transports.email), clock)
+    tallies.roll_up(clock.now() + tallies.SETTLE + tallies.SETTLE)
+
+    assert settled.state == State.SMS_DELIVERED
+    assert sms_count(simulator, event.id) == 1
+    claim = Claim.objects.get(event=event, channel=Channel.SMS)
+    assert (claim.attempts, claim.segments) == (1, 2)
+    twilio = make_client(
+        settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, api_base=simulator.base_url, timeout=5
+    )
+    [sms] = twilio.messages.list(to=greek_phone)
+    assert sms.body.startswith(f"Επαναφορά κωδικού: {CANARY_RESET_URL} (λήξη: ")
+    counted = dict(Tally.objects.filter(region="EU").values_list("label", "value"))
+    assert (counted["sms/el"], counted["el/2"], counted["el/count"]) == (1, 1, 1)

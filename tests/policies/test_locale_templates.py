@@ -117,7 +117,10 @@ def test_every_shipped_locale_renders_within_its_policys_segment_limit(db, name)
     checks = sms_check.check(policy)
 
     assert all(check.within_limit for check in checks)
-    assert all(check.preview.startswith(check.template_set.sms.split("{{")[0]) for check in checks)
+    # At its longest: each preview carries a link as long as the policy accepts.
+    longest = sms_check.placeholder_link(policy.reset_url_max_length)
+    assert len(longest) == policy.reset_url_max_length
+    assert all(longest in check.preview for check in checks)
 
 
 def test_the_shipped_policies_speak_the_languages_promised():
@@ -232,14 +235,21 @@ def test_the_segment_table_command_prints_every_set_and_fails_on_one_over_the_li
 
 
 @pytest.mark.parametrize(("name", "limit"), [("us.toml", 1), ("eu.toml", 2)])
-def test_a_data_file_without_a_segment_limit_gets_1_where_every_sms_fits_one_else_2(tmp_path, name, limit):
+def test_a_data_file_without_a_segment_limit_gets_1_where_every_sms_fits_one_else_2(db, tmp_path, name, limit):
+    from policies.datafiles import load
+    from tests.conftest import T0
+
     unset = tmp_path / name
     text = (DEFAULTS_DIR / name).read_text()
     unset.write_text("\n".join(line for line in text.splitlines() if not line.startswith("sms_max_segments")))
 
     content, _ = read(unset)
+    loaded = load(unset, now=T0).version
 
-    assert content["sms_max_segments"] == limit
+    assert "sms_max_segments" not in content
+    assert loaded.sms_max_segments == limit
+    loaded.refresh_from_db()
+    assert loaded.sms_max_segments == limit
 
 
 def test_an_over_long_draft_is_refused_at_approval_with_the_reason(db):

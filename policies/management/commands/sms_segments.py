@@ -7,7 +7,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from policies import datafiles, sms_check
 from policies.models import PolicyVersion
-from policies.segments import describe
 
 
 class Command(BaseCommand):
@@ -28,6 +27,7 @@ class Command(BaseCommand):
             except (OSError, datafiles.PolicyFileError) as error:
                 raise CommandError(str(error)) from None
             version = PolicyVersion(**content)
+            version.settle_segment_limit()
             self.stdout.write(
                 f"\n{path.name} ({version.region}): links up to {version.reset_url_max_length} characters\n"
             )
@@ -35,10 +35,9 @@ class Command(BaseCommand):
             self.stdout.write("|---|---|---|---|---|")
             for check in sms_check.check(version):
                 encoded = check.encoded
-                forced = describe(encoded.forcing_ucs2[:6]) + (" …" if len(encoded.forcing_ucs2) > 6 else "")
                 self.stdout.write(
                     f"| {check.template_set.label} | {encoded.encoding} | {encoded.characters} "
-                    f"| {encoded.segments} of {check.limit} | {forced or '—'} |"
+                    f"| {encoded.segments} of {check.limit} | {check.forced_summary} |"
                 )
                 if not check.within_limit:
                     over.append(f"{path.name}: {check.problem}")
