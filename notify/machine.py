@@ -6,12 +6,11 @@ view, runbook actions and replay all reach it through ``notify.transitions``
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from notify.states import Channel, ClaimState, NextAction, Normalized, State
+from notify.states import Channel, ClaimState, NextAction, Normalized, State, state_of
 from policies.models import PolicyVersion
 
 ALLOWED_TRANSITIONS: Mapping[State, frozenset[State]] = {
@@ -136,8 +135,7 @@ class ClaimFacts(Protocol):
     def next_attempt_at(self) -> datetime | None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class EventSnapshot:
+class EventSnapshot(NamedTuple):
     """The decision-relevant facts of an event, as a value that can be changed and re-decided."""
 
     state: str
@@ -159,8 +157,7 @@ class EventSnapshot:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimSnapshot:
+class ClaimSnapshot(NamedTuple):
     state: str
     next_attempt_at: datetime | None = None
 
@@ -168,8 +165,7 @@ class ClaimSnapshot:
 NEW_CLAIM = ClaimSnapshot(ClaimState.CLAIMED)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """The single next action, when it is due, and the action-budget deadline."""
 
     action: NextAction
@@ -242,7 +238,7 @@ def time_needed(state: State, policy: PolicyVersion, fallback_available: bool) -
 
 def act_by(event: EventFacts, policy: PolicyVersion) -> datetime | None:
     """Return the last moment the next step can start and still finish before expiry."""
-    return _act_by(State(event.state), event, policy)
+    return _act_by(state_of(event.state), event, policy)
 
 
 def _act_by(state: State, event: EventFacts, policy: PolicyVersion) -> datetime | None:
@@ -292,7 +288,7 @@ def may_claim_fallback(event: EventFacts, policy: PolicyVersion, now: datetime) 
     Only from a terminal SMS failure, or from an unresolved SMS once the fallback
     deadline has passed; never after expiry, never without a fallback channel.
     """
-    state = State(event.state)
+    state = state_of(event.state)
     if State.EMAIL_CLAIMED not in allowed_targets(state, event.fallback_available) or now >= event.expires_at:
         return False
     return state == State.SMS_FAILED or now >= fallback_deadline(event, policy)
@@ -300,10 +296,10 @@ def may_claim_fallback(event: EventFacts, policy: PolicyVersion, now: datetime) 
 
 def decide(event: EventFacts, claims: Mapping[Channel, ClaimFacts], policy: PolicyVersion, now: datetime) -> Decision:
     """Return the single next action for the event, when it is due, and its ``act_by``."""
-    state = State(event.state)
+    state = state_of(event.state)
     if is_terminal(state, event.fallback_available):
         return NO_ACTION
-    deadline = _act_by(state, event, policy)
+    deadline = event.expires_at - time_needed(state, policy, event.fallback_available)
     if now >= event.expires_at:
         return Decision(NextAction.EXPIRE, event.expires_at, deadline)
     action, due = _next_step(state, event, claims, policy, now)

@@ -9,7 +9,7 @@ values as parameters; column names come from this module, never from input.
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, models, transaction
 
@@ -21,8 +21,7 @@ from policies.models import PolicyVersion
 from policies.rendering import Audience
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(NamedTuple):
     """An event as one transition attempt sees it."""
 
     event: EventSnapshot
@@ -117,8 +116,7 @@ def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
     return Loaded(event, first[1], first[2], policy_version(first[8]), claims)
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimMove:
+class ClaimMove(NamedTuple):
     """Move the event's claim on ``channel`` to new values, only from one of ``predecessors``."""
 
     channel: Channel

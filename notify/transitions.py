@@ -11,10 +11,11 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from notify import machine, rows, tallies
 from notify.models import claim_key
-from notify.states import Cause, Channel, ClaimState, Effect, Normalized, Source, State
+from notify.states import Cause, Channel, ClaimState, Effect, Normalized, Source, State, claim_state_of, state_of
 
 log = logging.getLogger("notify.transitions")
 
@@ -57,8 +58,7 @@ class Outcome:
         return self.result == Effect.APPLIED
 
 
-@dataclass(frozen=True, slots=True)
-class ObservationInput:
+class ObservationInput(NamedTuple):
     """One piece of evidence, already normalized by a transport adapter."""
 
     channel: Channel
@@ -81,8 +81,7 @@ class TransitionRaceError(RuntimeError):
     """Raised when a write lost more races than the table allows: a bug, not contention."""
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """A transition to attempt, and the channel it claims, if any."""
 
     to_state: State
@@ -103,7 +102,7 @@ def observation_change(loaded: rows.Loaded, observation: ObservationInput) -> Ch
     """The transition an observation asks for, if the table allows it from the event's state."""
     target = machine.observation_target(observation.channel, observation.normalized)
     event = loaded.event
-    if target is None or target not in machine.allowed_targets(State(event.state), event.fallback_available):
+    if target is None or target not in machine.allowed_targets(state_of(event.state), event.fallback_available):
         return None
     return Change(target, Cause.OBSERVATION)
 
@@ -118,7 +117,7 @@ def fallback_change(loaded: rows.Loaded, now: datetime, cause: Cause) -> Change 
 def expiry_change(loaded: rows.Loaded, now: datetime) -> Change | None:
     """Expiry, once the reset's lifetime is over and the event is not terminal."""
     event = loaded.event
-    allowed = machine.allowed_targets(State(event.state), event.fallback_available)
+    allowed = machine.allowed_targets(state_of(event.state), event.fallback_available)
     if now < event.expires_at or State.EXPIRED not in allowed:
         return None
     return Change(State.EXPIRED, Cause.DEADLINE)
@@ -155,8 +154,7 @@ NO_USEFUL_LIFE = ObservationInput(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Advanced:
+class Advanced(NamedTuple):
     """The event after one change and/or observation, before anything is written."""
 
     after: rows.Loaded
@@ -250,8 +248,7 @@ def record_receipt(
     if observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED:
         loaded = known if known is not None else rows.load(event_id)
         if delivery_proves_acceptance(loaded):
-            implied = dataclasses.replace(
-                observation,
+            implied = observation._replace(
                 normalized=Normalized.ACCEPTED,
                 note="acceptance implied by a delivery receipt",
                 raw_payload="",
@@ -394,7 +391,7 @@ def effect_of(loaded: rows.Loaded, change: Change | None, observation: Observati
         return Effect.APPLIED
     event = loaded.event
     if observation is not None and machine.evidence_is_late(
-        State(event.state), event.fallback_available, observation.channel
+        state_of(event.state), event.fallback_available, observation.channel
     ):
         return Effect.LATE
     return Effect.RECORDED
@@ -531,7 +528,7 @@ def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetim
         if "next_attempt_at" not in fields:
             return None
         predecessors = [target.value]
-    elif target in machine.CLAIM_TRANSITIONS[ClaimState(current.state)]:
+    elif target in machine.CLAIM_TRANSITIONS[claim_state_of(current.state)]:
         predecessors = list(_CLAIM_PREDECESSORS[target])
     else:
         return None
@@ -568,8 +565,8 @@ def begin_submit(
     """
     base = known if known is not None else rows.load(event_id)
     settle_at = now + settle_after
-    after = dataclasses.replace(
-        base, claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
+    after = base._replace(
+        claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
     )
     # What is next if this call's outcome is never recorded: settle the claim at settle_at.
     decision = machine.decide(after.event, after.claims, after.policy, now)

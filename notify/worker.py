@@ -7,7 +7,6 @@ lease and returns when the next action is due, for the caller to schedule a
 wake-up. A duplicate or early wake-up finds the lease held or nothing due: a no-op.
 """
 
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -134,7 +133,7 @@ def _leased_step(
     """Act while actions are due, holding ``lease``; give the lease back with the next wake-up recorded."""
     event_id, loaded = read.event_id, read.loaded
     now = clock.now()
-    step = _Step(event_id, lease, transports, clock, dataclasses.replace(loaded, lease_token=lease.token), read)
+    step = _Step(event_id, lease, transports, clock, loaded._replace(lease_token=lease.token), read)
     ttl = loaded.policy.lease_ttl
     renew_after = now + ttl / 2
     done: list[NextAction] = []
@@ -383,7 +382,7 @@ class _Step:
             unsent = isinstance(error, TransientError | ConfigurationError)
             delay = self.known.policy.poll_interval if unsent else settings.NOTIFY_SMS_LOOKUP_DELAY
             observation = _from_error(Channel.SMS, Source.SUBMIT, error, self.clock.now() + delay)
-        self._observe(dataclasses.replace(observation, attempt_started_at=now), last=True)
+        self._observe(observation._replace(attempt_started_at=now), last=True)
 
     def _recover_sms(self) -> None:
         """Settle an SMS submit whose outcome is unknown by asking the provider, never by resending blind.
@@ -418,7 +417,7 @@ class _Step:
         # The provider has it: its acceptance first (the claim and the workflow move on
         # from submitting), then, if it has gone further, what it says now.
         accepted = _from_receipt(Channel.SMS, Source.RECOVERY, found)
-        self._observe(dataclasses.replace(accepted, normalized=Normalized.ACCEPTED))
+        self._observe(accepted._replace(normalized=Normalized.ACCEPTED))
         if found.normalized != Normalized.PENDING:
             self._observe(accepted)
 
@@ -460,7 +459,7 @@ class _Step:
             observation = _from_receipt(Channel.EMAIL, Source.SUBMIT, receipt)
         except TransportError as error:
             observation = _from_error(Channel.EMAIL, Source.SUBMIT, error, self.clock.now() + policy.email_backoff)
-        self._unless_exhausted(dataclasses.replace(observation, attempt_started_at=now))
+        self._unless_exhausted(observation._replace(attempt_started_at=now))
 
     def _unless_exhausted(self, observation: ObservationInput) -> None:
         """Record an email outcome as it was, then fail the channel if the policy allows no further attempt.

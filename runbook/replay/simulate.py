@@ -45,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 
 from notify import machine, rows, transitions
-from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
+from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State, state_of
 from notify.transports import call_bound
 from policies.models import PolicyVersion
 from runbook import risk
@@ -55,6 +55,72 @@ EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 # A record's event takes a handful of steps; more means the model and the table disagree.
 MAX_STEPS = 10_000
 Observation = transitions.ObservationInput
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """The providers' and our clients' bounds, as the worker reads them from settings.
+
+    Read once per replay (``Provider.configured()``), not on every call of every record:
+    a lazy settings lookup costs about as much as a decision.
+    """
+
+    sms_timeout: timedelta  # our Twilio client's timeout (TWILIO_TIMEOUT)
+    sms_bound: timedelta  # the longest an SMS call can take (call_bound)
+    sms_lookup_delay: timedelta  # NOTIFY_SMS_LOOKUP_DELAY
+    sms_proof_after: timedelta  # absence is proven this long after the attempt began
+    email_bound: timedelta  # the whole email exchange's deadline (call_bound)
+
+    @classmethod
+    def configured(cls) -> "Provider":
+        sms_bound = call_bound(Channel.SMS)
+        return cls(
+            sms_timeout=timedelta(seconds=settings.TWILIO_TIMEOUT),
+            sms_bound=sms_bound,
+            sms_lookup_delay=settings.NOTIFY_SMS_LOOKUP_DELAY,
+            sms_proof_after=sms_bound + settings.TWILIO_PROCESSING_HORIZON,
+            email_bound=call_bound(Channel.EMAIL),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """How every record with one policy and lifetime starts: the event as created, its first
+    decision, and the first submit's intent as it is begun (by channel, ``settle_at``, ``now``)."""
+
+    policy: PolicyVersion  # held, so that the id keying this opening is not reused while cached
+    loaded: rows.Loaded
+    decision: machine.Decision
+    submits: dict[tuple[Channel, datetime, datetime], tuple[rows.Loaded, machine.Decision]]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What replaying many records against unchanging policies shares.
+
+    The providers' bounds, read from settings once; and each policy's opening per reset lifetime.
+    Every record with the same policy and lifetime is created the same way and begins its first
+    submit at the same moment, so the worker's decisions for those two steps are the same: they
+    are made once per run and shared (snapshots are immutable), not made again for every record.
+    """
+
+    provider: Provider = field(default_factory=Provider.configured)
+    openings: dict[tuple[int, float], _Opening] = field(default_factory=dict)
+
+    def opening(self, timing: Timing, policy: PolicyVersion) -> _Opening:
+        key = (id(policy), timing.lifetime_s)
+        found = self.openings.get(key)
+        if found is None:
+            found = self.openings[key] = _open(timing, policy)
+        return found
+
+
+def _open(timing: Timing, policy: PolicyVersion) -> _Opening:
+    expires = EPOCH + timedelta(seconds=timing.lifetime_s)
+    state, channel = (State.SMS_REQUESTED, Channel.SMS) if policy.uses_sms else (State.EMAIL_CLAIMED, Channel.EMAIL)
+    event = machine.EventSnapshot(state, EPOCH, expires, EPOCH, None, policy.uses_email and policy.uses_sms)
+    loaded = rows.Loaded(event, 1, 0, policy, {channel: machine.NEW_CLAIM})
+    return _Opening(policy, loaded, machine.decide(event, loaded.claims, policy, EPOCH), {})
 
 
 @dataclass
@@ -81,6 +147,8 @@ class Outcome:
 class _Sim:
     timing: Timing
     policy: PolicyVersion
+    provider: Provider
+    opening: _Opening
     loaded: rows.Loaded
     decision: machine.Decision
     # The simulated clock: the time of the last thing that happened.
@@ -104,9 +172,12 @@ class _Sim:
         heapq.heappush(self.facts, (at, self.scheduled, observation))
 
 
-def simulate(timing: Timing, policy: PolicyVersion) -> Outcome:
-    """Return what the worker would have done with this record under ``policy``."""
-    sim = _start(timing, policy)
+def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None) -> Outcome:
+    """Return what the worker would have done with this record under ``policy``.
+
+    ``shared``: what records replayed together share; pass one ``Shared()`` when replaying many.
+    """
+    sim = _start(timing, policy, shared or Shared())
     for _ in range(MAX_STEPS):
         action, due = sim.decision.action, sim.decision.due_at
         if action == NextAction.NONE and not sim.facts:
@@ -125,16 +196,11 @@ def simulate(timing: Timing, policy: PolicyVersion) -> Outcome:
     return _finish(sim)
 
 
-def _start(timing: Timing, policy: PolicyVersion) -> _Sim:
-    expires = EPOCH + timedelta(seconds=timing.lifetime_s)
-    if policy.uses_sms:
-        state, channel = State.SMS_REQUESTED, Channel.SMS
-    else:
-        state, channel = State.EMAIL_CLAIMED, Channel.EMAIL
-    event = machine.EventSnapshot(state, EPOCH, expires, EPOCH, None, policy.uses_email and policy.uses_sms)
-    loaded = rows.Loaded(event, 1, 0, policy, {channel: machine.NEW_CLAIM})
-    sim = _Sim(timing, policy, loaded, machine.decide(event, loaded.claims, policy, EPOCH))
-    sim.outcome.states.append(state.value)
+def _start(timing: Timing, policy: PolicyVersion, shared: Shared) -> _Sim:
+    opening = shared.opening(timing, policy)
+    sim = _Sim(timing, policy, shared.provider, opening, opening.loaded, opening.decision)
+    state = opening.loaded.event.state
+    sim.outcome.states.append(str(state))
     if state == State.EMAIL_CLAIMED:
         sim.outcome.claimed_at, sim.outcome.claim_remaining_s = 0.0, timing.lifetime_s
     return sim
@@ -175,13 +241,12 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
 
 def _submit_sms(sim: _Sim, now: datetime) -> None:
     """As ``worker._submit_sms``, answered as history answered this attempt (``Timing.sms_call``)."""
-    timing = sim.timing
-    bound = call_bound(Channel.SMS)
-    _submitting(sim, Channel.SMS, settle_at=now + bound + settings.NOTIFY_SMS_LOOKUP_DELAY, now=now)
+    timing, provider = sim.timing, sim.provider
+    _submitting(sim, Channel.SMS, settle_at=now + provider.sms_bound + provider.sms_lookup_delay, now=now)
     sim.sms_attempt_started_at = now
     call = timing.sms_call(sim.outcome.sms_attempts)
     sim.outcome.sms_attempts += 1
-    latency, timeout = timedelta(seconds=call.latency_s), timedelta(seconds=settings.TWILIO_TIMEOUT)
+    latency, timeout = timedelta(seconds=call.latency_s), provider.sms_timeout
     if call.answer in ("transient", "failed") and latency <= timeout:
         # Refused, nothing sent: for good, or (transient) tried again a poll interval after the answer.
         transient = call.answer == "transient"
@@ -203,7 +268,7 @@ def _submit_sms(sim: _Sim, now: datetime) -> None:
         sim.schedule(now + latency, Observation(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED))
     else:
         # Our client gave up waiting; whether a message exists is for lookups to settle.
-        lookup = now + timeout + settings.NOTIFY_SMS_LOOKUP_DELAY
+        lookup = now + timeout + provider.sms_lookup_delay
         sim.schedule(
             now + timeout, Observation(Channel.SMS, Source.SUBMIT, Normalized.UNKNOWN_OUTCOME, retry_at=lookup)
         )
@@ -230,8 +295,8 @@ def _recover_sms(sim: _Sim, now: datetime) -> None:
     not_listed = transitions.not_listed(
         sim.sms_attempt_started_at,
         now,
-        proof_after=call_bound(Channel.SMS) + settings.TWILIO_PROCESSING_HORIZON,
-        first_wait=settings.NOTIFY_SMS_LOOKUP_DELAY,
+        proof_after=sim.provider.sms_proof_after,
+        first_wait=sim.provider.sms_lookup_delay,
         longest_wait=sim.policy.poll_interval,
     )
     _observe(sim, not_listed, now)
@@ -245,7 +310,7 @@ def _submit_email(sim: _Sim, now: datetime) -> None:
         return
     call = sim.timing.email_call(sim.email_attempts)
     sim.email_attempts += 1
-    deadline = call_bound(Channel.EMAIL)  # the whole exchange's, as the transport enforces it
+    deadline = sim.provider.email_bound  # the whole exchange's, as the transport enforces it
     _submitting(sim, Channel.EMAIL, settle_at=now + deadline, now=now)
     answer_after = timedelta(seconds=call.latency_s)
     if answer_after <= deadline:
@@ -282,12 +347,19 @@ def _after_email_answer(sim: _Sim, observation: Observation, at: datetime) -> No
         _observe(sim, Observation(Channel.EMAIL, Source.SUBMIT, Normalized.TERMINAL_FAILURE), at)
 
 
-def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime | None, now: datetime) -> None:
+def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime, now: datetime) -> None:
     # As begin_submit records before the call: the claim is being submitted, and is due for
     # settling (an SMS lookup) only once the call can no longer be in flight.
-    claims = {**sim.loaded.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
-    sim.loaded = rows.Loaded(sim.loaded.event, sim.loaded.version, 0, sim.loaded.policy, claims)
-    sim.decision = machine.decide(sim.loaded.event, claims, sim.policy, now)
+    opening, key = sim.opening, (channel, settle_at, now)
+    first = sim.loaded is opening.loaded  # nothing has happened since the event was created
+    if first and key in opening.submits:
+        sim.loaded, sim.decision = opening.submits[key]
+    else:
+        claims = {**sim.loaded.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
+        sim.loaded = rows.Loaded(sim.loaded.event, sim.loaded.version, 0, sim.loaded.policy, claims)
+        sim.decision = machine.decide(sim.loaded.event, claims, sim.policy, now)
+        if first:
+            opening.submits[key] = (sim.loaded, sim.decision)
     sim.now = now
 
 
@@ -343,7 +415,7 @@ def _check_page(sim: _Sim, *, until: datetime) -> None:
 
 def _finish(sim: _Sim) -> Outcome:
     outcome = sim.outcome
-    outcome.final_state = State(sim.loaded.event.state)
+    outcome.final_state = state_of(sim.loaded.event.state)
     claimed, delivered = outcome.claimed_at, outcome.sms_delivered_at
     outcome.extra_message = (
         outcome.email_accepted

@@ -1,6 +1,5 @@
 """The pure rules: the next action per state, the action budget and the fallback deadline."""
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -26,7 +25,7 @@ def snapshot(state=State.SMS_REQUESTED, **changes):
         last_observation_at=None,
         fallback_available=True,
     )
-    return replace(base, **changes)
+    return base._replace(**changes)
 
 
 def at(seconds):
