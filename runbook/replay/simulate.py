@@ -143,7 +143,7 @@ class Outcome:
     sms_segments: int = 0  # segments of the SMS the provider took (0: none); unrecorded ones count 1
 
 
-@dataclass
+@dataclass(slots=True)
 class _Sim:
     timing: Timing
     policy: PolicyVersion
@@ -391,6 +391,10 @@ class _Stored:
     next_action: str
 
 
+# The first moment strictly inside the page margin (a constant: built once, not on every step).
+_TICK = timedelta(microseconds=1)
+
+
 def _check_page(sim: _Sim, *, until: datetime) -> None:
     """Would the evaluator have paged between the last write and ``until``?
 
@@ -401,7 +405,7 @@ def _check_page(sim: _Sim, *, until: datetime) -> None:
     """
     if sim.outcome.paged or sim.decision.act_by is None:
         return
-    first = max(sim.segment_start, sim.decision.act_by - sim.policy.page_margin + timedelta(microseconds=1))
+    first = max(sim.segment_start, sim.decision.act_by - sim.policy.page_margin + _TICK)
     if first >= until:
         return
     stored = _Stored(sim.decision.act_by, sim.loaded.event.expires_at, sim.decision.action.value)
