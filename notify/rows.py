@@ -243,16 +243,26 @@ def _insert_sql(table: str, row: Mapping[str, object], *, source: str = "", link
     return f"INSERT INTO {table} ({columns}) VALUES ({values})"
 
 
+# A None is written into the statement as NULL, not passed as a parameter: the client binds
+# parameters into the text anyway (Django's psycopg cursors bind client side), and psycopg
+# caches its parse of a statement only up to 50 parameters. A creation's one statement had 51,
+# so every creation parsed its 1,200 characters again (0.1-0.2 ms of CPU); its NULLs bring it under.
+
+
+def _placeholder(value: object) -> str:
+    return "NULL" if value is None else "%s"
+
+
 def _placeholders(row: Mapping[str, object]) -> str:
-    return ", ".join(["%s"] * len(row))
+    return ", ".join([_placeholder(value) for value in row.values()])
 
 
 def _params(row: Mapping[str, object]) -> list[Any]:
-    return [_param(value) for value in row.values()]
+    return [_param(value) for value in row.values() if value is not None]
 
 
 def _assignments(fields: Mapping[str, object]) -> str:
-    return ", ".join(f"{column} = %s" for column in fields)
+    return ", ".join(f"{column} = {_placeholder(value)}" for column, value in fields.items())
 
 
 def _event_update(write: Write) -> tuple[str, list[Any]]:

@@ -246,7 +246,8 @@ def record_receipt(
     kept as evidence only.
     """
     if observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED:
-        loaded = known if known is not None else rows.load(event_id)
+        # Read once: the delivery's own write below starts from this read too (``known``).
+        loaded = known = known if known is not None else rows.load(event_id)
         if delivery_proves_acceptance(loaded):
             implied = observation._replace(
                 normalized=Normalized.ACCEPTED,
