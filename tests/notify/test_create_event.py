@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from psycopg import _queries as psycopg_queries
 from django.test.utils import CaptureQueriesContext
 
 from notify import vault
@@ -95,6 +96,27 @@ def test_a_first_request_is_one_statement_once_the_region_s_version_was_seen(db,
     [insert] = [query["sql"] for query in statements.captured_queries]
     assert insert.lstrip().startswith("WITH parent AS (INSERT INTO notify_event")
     assert "policies_policyversion" in insert
+
+
+@pytest.mark.postgres
+def test_a_creation_s_statement_stays_within_what_psycopg_caches_the_parse_of(db, policy, clock):
+    # psycopg keeps its parse of a statement only up to 50 parameters and 4,096 bytes; past
+    # either, it parses the whole statement again on every creation. NULLs go in as text.
+    create_event(reset_request(), now=clock.now())
+    sent = []
+
+    def capture(execute, sql, params, many, context):
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        create_event(reset_request(), now=clock.now())
+
+    [(sql, params)] = sent
+    assert None not in params
+    assert len(params) <= psycopg_queries.MAX_CACHED_STATEMENT_PARAMS
+    assert len(sql.encode()) <= psycopg_queries.MAX_CACHED_STATEMENT_LENGTH
+    assert Event.objects.filter(last_observation_at__isnull=True, lease_owner="").count() == 2
 
 
 def _publish_elsewhere(retired, **fields):

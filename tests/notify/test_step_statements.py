@@ -1,14 +1,17 @@
 """A worker step costs at most four SQL statements on PostgreSQL on its usual paths: the turn
 that takes, leases and reads the event is one, and the write that leaves nothing due gives
 the lease back and records the next wake-up. A step that does three actions at once (an SMS
-refused, then the email) costs two more."""
+refused, then the email) costs two more. A provider's status callback costs two: one read,
+one write."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from notify import worker
-from notify.states import NextAction
+from notify.models import Claim, Event
+from notify.states import Channel, NextAction, State
+from tests.notify.helpers import post_status
 from tests.notify.workers import scripted_event
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -57,3 +60,24 @@ def test_the_email_fallback_at_the_deadline_is_four_statements(policy, clock, si
 
     assert report.actions == (NextAction.CLAIM_EMAIL, NextAction.SUBMIT_EMAIL)
     assert len(sql) == 4  # turn, claim, intent, acceptance + release
+
+
+def counted_callback(client, event_id, status, sid):
+    """A signed status callback for the event's SMS; its answer and the statements it sent."""
+    with CaptureQueriesContext(connection) as statements:
+        answer = post_status(client, event_id, status, sid=sid)
+    return answer, [query["sql"] for query in statements.captured_queries]
+
+
+def test_a_status_callback_reads_its_event_once_and_writes_once(policy, clock, simulator, transports, client):
+    event = scripted_event(simulator, clock, statuses=(("sent", 0),))
+    counted_step(transports, clock)  # the submit: Twilio has the message
+    sid = Claim.objects.get(event=event, channel=Channel.SMS).provider_ref
+
+    sent, sent_sql = counted_callback(client, event.pk, "sent", sid)
+    delivered, delivered_sql = counted_callback(client, event.pk, "delivered", sid)
+
+    assert (sent.status_code, len(sent_sql)) == (204, 2)  # read, observation + claim
+    # A delivery first asks whether it proves the acceptance; the same read serves its write.
+    assert (delivered.status_code, len(delivered_sql)) == (204, 2)  # read, observation + transition + claim
+    assert Event.objects.get(pk=event.pk).state == State.SMS_DELIVERED
