@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from psycopg import _queries as psycopg_queries
 from django.test.utils import CaptureQueriesContext
+from psycopg import _queries as psycopg_queries
 
 from notify import vault
 from notify.events import EventRefused, Refusal, create_event
