@@ -135,6 +135,9 @@ class ClaimFacts(Protocol):
     def next_attempt_at(self) -> datetime | None: ...
 
 
+# The decision's values (these, and transitions' observations and changes, rows' loaded events)
+# are NamedTuples: immutable like frozen dataclasses, and two to four times cheaper to build,
+# which a worker's step and above all a replay, making millions of them, pay on every decision.
 class EventSnapshot(NamedTuple):
     """The decision-relevant facts of an event, as a value that can be changed and re-decided."""
 
