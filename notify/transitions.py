@@ -91,7 +91,7 @@ class Change(NamedTuple):
 
 # What an operation wants, given the event as it is now: a change to attempt, or
 # None for "nothing the table allows; keep the evidence only".
-_Plan = Callable[[rows.Loaded], Change | None]
+Plan = Callable[[rows.Loaded], Change | None]
 
 
 # What each operation asks of the table. Pure: the writer below and the replay tool
@@ -313,7 +313,7 @@ def refresh_schedule(event_id: str, *, now: datetime, lease: Lease | None = None
 
 def _apply(
     event_id: str,
-    plan: _Plan,
+    plan: Plan,
     *,
     now: datetime,
     actor: str,

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -176,7 +176,7 @@ def _records(region: str, since: datetime, window: timedelta) -> tuple[list[Timi
 
 
 def _in_region(timing: Timing, region: str) -> Timing:
-    return timing if timing.region == region else replace(timing, region=region)
+    return timing if timing.region == region else timing._replace(region=region)
 
 
 def _tradeoff_png(region: str, counts: dict[str, Counts]) -> bytes:

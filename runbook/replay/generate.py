@@ -8,7 +8,7 @@ with what SMS providers publish and what this project's simulator profile models
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from runbook.replay.timings import Timing
 
@@ -57,7 +57,7 @@ def generate(count: int, seed: int, regions: tuple[str, ...] = ("US", "EU")) -> 
         region = rng.choices(regions, weights)[0]
         shape = SHAPES[region]
         locale, _, segments = languages.choices(shape.locales, [share for _, share, _ in shape.locales])[0]
-        yield replace(_record(rng, region, shape), locale=locale, sms_segments=segments)
+        yield _record(rng, region, shape)._replace(locale=locale, sms_segments=segments)
 
 
 def _record(rng: random.Random, region: str, shape: Shape) -> Timing:

@@ -41,6 +41,7 @@ history did gets the last one's answer again):
 import heapq
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -83,31 +84,52 @@ class Provider:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Opening:
-    """How every record with one policy and lifetime starts: the event as created, its first
-    decision, and the first submit's intent as it is begun (by channel, ``settle_at``, ``now``)."""
+@dataclass(slots=True, eq=False)
+class _Point:
+    """Where a record's replay stands, shared by every record that got there by the same steps:
+    the event as it then is, the worker's decision for it, and the steps taken from it so far."""
 
-    policy: PolicyVersion  # held, so that the id keying this opening is not reused while cached
     loaded: rows.Loaded
     decision: machine.Decision
-    submits: dict[tuple[Channel, datetime, datetime], tuple[rows.Loaded, machine.Decision]]
+    # Keyed by what the step applied and when; everything a step does to the event is a function
+    # of the point it starts from and that key, so a record taking it again takes it as it went.
+    steps: dict[tuple[object, ...], "_Step"] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+class _Step(NamedTuple):
+    to: _Point
+    entered: str | None  # the state its change entered; None: no change
+    # The outcome's page flags after the step: a function of the steps to here, as the rest is.
+    paged: bool
+    page_without_action: bool
+
+
+# How many points a run keeps; past it, records are replayed step by step without sharing more.
+# Bounds the memory (a point is about a kilobyte) whatever the history holds, and the garbage
+# collector's work: it walks every point kept on each full pass. Measured on generated records
+# (docs/replay.md, "Speed"), 2,000 to 30,000 gave the same speed; 60,000 was slower.
+POINT_LIMIT = 10_000
+
+
+@dataclass(slots=True)
 class Shared:
     """What replaying many records against unchanging policies shares.
 
-    The providers' bounds, read from settings once; and each policy's opening per reset lifetime.
-    Every record with the same policy and lifetime is created the same way and begins its first
-    submit at the same moment, so the worker's decisions for those two steps are the same: they
-    are made once per run and shared (snapshots are immutable), not made again for every record.
+    The providers' bounds, read from settings once; and the points records reach. Every record
+    with the same policy and lifetime is created the same way (its opening, keyed by the
+    policy's id and the lifetime); from there, records that are applied the same thing at the
+    same moment reach the same point: the worker's decisions for it are made once per run and
+    shared (snapshots are immutable), not made again for every record. The first submit of
+    every record is shared so, and so is what follows an answer that came at the same moment.
     """
 
     provider: Provider = field(default_factory=Provider.configured)
-    openings: dict[tuple[int, float], _Opening] = field(default_factory=dict)
+    # Each root point holds its policy (``loaded.policy``), so the id keying it is not reused.
+    openings: dict[tuple[int, float], _Point] = field(default_factory=dict)
+    points: int = 0  # kept beyond the openings
+    point_limit: int = POINT_LIMIT
 
-    def opening(self, timing: Timing, policy: PolicyVersion) -> _Opening:
+    def opening(self, timing: Timing, policy: PolicyVersion) -> _Point:
         key = (id(policy), timing.lifetime_s)
         found = self.openings.get(key)
         if found is None:
@@ -115,12 +137,12 @@ class Shared:
         return found
 
 
-def _open(timing: Timing, policy: PolicyVersion) -> _Opening:
+def _open(timing: Timing, policy: PolicyVersion) -> _Point:
     expires = EPOCH + timedelta(seconds=timing.lifetime_s)
     state, channel = (State.SMS_REQUESTED, Channel.SMS) if policy.uses_sms else (State.EMAIL_CLAIMED, Channel.EMAIL)
     event = machine.EventSnapshot(state, EPOCH, expires, EPOCH, None, policy.uses_email and policy.uses_sms)
     loaded = rows.Loaded(event, 1, 0, policy, {channel: machine.NEW_CLAIM})
-    return _Opening(policy, loaded, machine.decide(event, loaded.claims, policy, EPOCH), {})
+    return _Point(loaded, machine.decide(event, loaded.claims, policy, EPOCH))
 
 
 @dataclass
@@ -143,12 +165,18 @@ class Outcome:
     sms_segments: int = 0  # segments of the SMS the provider took (0: none); unrecorded ones count 1
 
 
+# A step of a traced replay: the event after it, the decision on it, and when it was taken.
+_Traced = tuple[rows.Loaded, machine.Decision, datetime]
+
+
 @dataclass(slots=True)
 class _Sim:
     timing: Timing
     policy: PolicyVersion
+    shared: Shared
     provider: Provider
-    opening: _Opening
+    # The shared point the record is at; None once its steps leave what the run keeps.
+    point: _Point | None
     loaded: rows.Loaded
     decision: machine.Decision
     # The simulated clock: the time of the last thing that happened.
@@ -166,6 +194,11 @@ class _Sim:
     email_attempts: int = 0
     scheduled: int = 0  # ties between facts at the same time go in the order they were made
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
+    trace: "list[_Traced] | None" = None
+
+    def traced(self) -> None:
+        if self.trace is not None:
+            self.trace.append((self.loaded, self.decision, self.now))
 
     def schedule(self, at: datetime, observation: Observation) -> None:
         self.scheduled += 1
@@ -177,7 +210,13 @@ def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None
 
     ``shared``: what records replayed together share; pass one ``Shared()`` when replaying many.
     """
-    sim = _start(timing, policy, shared or Shared())
+    return _finish(_replayed(timing, policy, shared or Shared()))
+
+
+def _replayed(timing: Timing, policy: PolicyVersion, shared: Shared, trace: list[_Traced] | None = None) -> _Sim:
+    """The record replayed to its end; ``trace``, if given, gets the event after every step."""
+    sim = _start(timing, policy, shared)
+    sim.trace = trace
     for _ in range(MAX_STEPS):
         action, due = sim.decision.action, sim.decision.due_at
         if action == NextAction.NONE and not sim.facts:
@@ -193,12 +232,12 @@ def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None
             _act(sim, action, due)
     else:
         raise RuntimeError(f"replay of {timing} did not settle in {MAX_STEPS} steps")
-    return _finish(sim)
+    return sim
 
 
 def _start(timing: Timing, policy: PolicyVersion, shared: Shared) -> _Sim:
     opening = shared.opening(timing, policy)
-    sim = _Sim(timing, policy, shared.provider, opening, opening.loaded, opening.decision)
+    sim = _Sim(timing, policy, shared, shared.provider, opening, opening.loaded, opening.decision)
     state = opening.loaded.event.state
     sim.outcome.states.append(str(state))
     if state == State.EMAIL_CLAIMED:
@@ -206,11 +245,19 @@ def _start(timing: Timing, policy: PolicyVersion, shared: Shared) -> _Sim:
     return sim
 
 
+# The observations that carry nothing of their own, built once: most records make each of them.
+_SMS_ACCEPTED = Observation(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED)
+_IMPLIED_ACCEPTANCE = Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEPTED)
+_RECEIPT_STATUSES = (Normalized.DELIVERED, Normalized.TERMINAL_FAILURE)
+_RECEIPTS = {status: Observation(Channel.SMS, Source.CALLBACK, status) for status in _RECEIPT_STATUSES}
+_POLLED = {status: Observation(Channel.SMS, Source.POLL, status) for status in (Normalized.PENDING, *_RECEIPT_STATUSES)}
+
+
 def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
     # A delivery before the submit is settled proves the acceptance (record_receipt).
     delivery = observation.source == Source.CALLBACK and observation.normalized == Normalized.DELIVERED
     if delivery and transitions.delivery_proves_acceptance(sim.loaded):
-        _observe(sim, Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEPTED), at)
+        _observe(sim, _IMPLIED_ACCEPTANCE, at)
     _observe(sim, observation, at)
     if observation.channel == Channel.EMAIL:
         _after_email_answer(sim, observation, at)
@@ -219,10 +266,10 @@ def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
 def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
     loaded = sim.loaded
     if action == NextAction.EXPIRE:
-        _move(sim, transitions.expiry_change(loaded, now), None, now)
+        _move(sim, (action, now), lambda loaded: transitions.expiry_change(loaded, now), None, now)
     elif action == NextAction.CLAIM_EMAIL:
         cause = Cause.OBSERVATION if loaded.event.state == State.SMS_FAILED else Cause.DEADLINE
-        _move(sim, transitions.fallback_change(loaded, now, cause), None, now)
+        _move(sim, (action, now), lambda loaded: transitions.fallback_change(loaded, now, cause), None, now)
         if sim.loaded.event.state == State.EMAIL_CLAIMED:
             claimed = (now - EPOCH).total_seconds()
             sim.outcome.claimed_at, sim.outcome.claim_remaining_s = claimed, sim.timing.lifetime_s - claimed
@@ -232,7 +279,7 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
         _recover_sms(sim, now)
     elif action == NextAction.POLL_SMS:
         # A receipt by callback would have been taken first; one that came by poll is found here.
-        _observe(sim, Observation(Channel.SMS, Source.POLL, _polled_status(sim, now)), now)
+        _observe(sim, _POLLED[_polled_status(sim, now)], now)
     elif action == NextAction.SUBMIT_EMAIL:
         _submit_email(sim, now)
     else:
@@ -263,9 +310,9 @@ def _submit_sms(sim: _Sim, now: datetime) -> None:
             if timing.sms_receipt == "poll":
                 sim.polled_receipt = (receipt_at, status)  # its callback was lost: only a poll finds it
             else:
-                sim.schedule(receipt_at, Observation(Channel.SMS, Source.CALLBACK, status))
+                sim.schedule(receipt_at, _RECEIPTS[status])
     if call.answer == "accepted" and latency <= timeout:
-        sim.schedule(now + latency, Observation(Channel.SMS, Source.SUBMIT, Normalized.ACCEPTED))
+        sim.schedule(now + latency, _SMS_ACCEPTED)
     else:
         # Our client gave up waiting; whether a message exists is for lookups to settle.
         lookup = now + timeout + provider.sms_lookup_delay
@@ -350,21 +397,21 @@ def _after_email_answer(sim: _Sim, observation: Observation, at: datetime) -> No
 def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime, now: datetime) -> None:
     # As begin_submit records before the call: the claim is being submitted, and is due for
     # settling (an SMS lookup) only once the call can no longer be in flight.
-    opening, key = sim.opening, (channel, settle_at, now)
-    first = sim.loaded is opening.loaded  # nothing has happened since the event was created
-    if first and key in opening.submits:
-        sim.loaded, sim.decision = opening.submits[key]
-    else:
+    key = (channel, settle_at, now)
+    if not _shared_step(sim, key):
         claims = {**sim.loaded.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
         sim.loaded = rows.Loaded(sim.loaded.event, sim.loaded.version, 0, sim.loaded.policy, claims)
         sim.decision = machine.decide(sim.loaded.event, claims, sim.policy, now)
-        if first:
-            opening.submits[key] = (sim.loaded, sim.decision)
+        _keep(sim, key, None)
     sim.now = now
+    sim.traced()
 
 
 def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
-    _move(sim, transitions.observation_change(sim.loaded, observation), observation, now)
+    def plan(loaded: rows.Loaded) -> transitions.Change | None:
+        return transitions.observation_change(loaded, observation)
+
+    _move(sim, (observation, now), plan, observation, now)
     delivered = observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED
     if delivered and sim.outcome.sms_delivered_at is None:
         sim.outcome.sms_delivered_at = (now - EPOCH).total_seconds()
@@ -372,14 +419,57 @@ def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
         sim.outcome_at = now  # as the live roll-up asks: evidence of an outcome had come
 
 
-def _move(sim: _Sim, change: transitions.Change | None, observation: Observation | None, now: datetime) -> None:
-    """Apply one step; before it, check whether the schedule that ends here would have paged."""
-    _check_page(sim, until=now)
-    advanced = transitions.advance(sim.loaded, change, observation, now)
-    if change is not None:
-        sim.outcome.states.append(change.to_state.value)
-    sim.segment_start = now
-    sim.loaded, sim.decision, sim.now = advanced.after, advanced.decision, now
+def _move(
+    sim: _Sim, key: tuple[object, ...], plan: transitions.Plan, observation: Observation | None, now: datetime
+) -> None:
+    """Apply one step, as the writer does: the plan's change, if any, and the observation.
+
+    Before it, check whether the schedule that ends here would have paged. ``key`` says what
+    the step applies and when (the plan's change follows from it and the event).
+    """
+    if not _shared_step(sim, key):
+        _check_page(sim, until=now)
+        change = plan(sim.loaded)
+        advanced = transitions.advance(sim.loaded, change, observation, now)
+        entered = None if change is None else change.to_state.value
+        if entered is not None:
+            sim.outcome.states.append(entered)
+        sim.loaded, sim.decision = advanced.after, advanced.decision
+        _keep(sim, key, entered)
+    sim.segment_start = sim.now = now
+    sim.traced()
+
+
+def _shared_step(sim: _Sim, key: tuple[object, ...]) -> bool:
+    """Take the step ``key`` as an earlier record took it from the same shared point, if one did."""
+    point = sim.point
+    step = point.steps.get(key) if point is not None else None
+    if step is None:
+        return False
+    outcome = sim.outcome
+    outcome.paged, outcome.page_without_action = step.paged, step.page_without_action
+    if step.entered is not None:
+        outcome.states.append(step.entered)
+    sim.point, sim.loaded, sim.decision = step.to, step.to.loaded, step.to.decision
+    return True
+
+
+def _keep(sim: _Sim, key: tuple[object, ...], entered: str | None) -> None:
+    """Keep the step just taken from the record's shared point, for the records that take it next.
+
+    A terminal point is not kept (nothing is left to decide there), nor any past the limit:
+    from there, the record's steps are its own.
+    """
+    shared, point = sim.shared, sim.point
+    if point is None:
+        return
+    if shared.points >= shared.point_limit or sim.decision.action == NextAction.NONE:
+        sim.point = None
+        return
+    reached = _Point(sim.loaded, sim.decision)
+    point.steps[key] = _Step(reached, entered, sim.outcome.paged, sim.outcome.page_without_action)
+    shared.points += 1
+    sim.point = reached
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ empty where unknown), so a region's cost per reset can be counted by language. A
 """
 
 import csv
+import functools
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,6 +36,10 @@ SMS_ANSWERS = ("accepted", "transient", "failed", "unknown")
 EMAIL_ANSWERS = ("accepted", "failed", "transient", "unknown")
 
 
+# What a field an older version lacks stands for, where not empty.
+_OMITTED = {"sms_receipt": "callback"}
+
+
 class TimingError(ValueError):
     """A timing file that cannot be replayed; the message names the row and field."""
 
@@ -47,8 +51,11 @@ class Call(NamedTuple):
     answer: str
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(NamedTuple):
+    """One historical reset. A NamedTuple, not a dataclass: a replay reads a million of these,
+    and a frozen dataclass's ``__init__`` (each field set through ``object.__setattr__``) cost
+    as much as parsing the row."""
+
     region: str
     lifetime_s: float
     sms_accept_s: float
@@ -87,85 +94,98 @@ def read(path: Path, *, regions: Iterable[str] | None = None) -> Iterator[Timing
                 f"missing columns: {', '.join(missing)}" if missing else f"columns must be exactly {','.join(HEADER)}"
             )
             raise TimingError(f"{path}: row 1 (header): {detail}")
+        # An older version's row is read as the current one with its later fields as that
+        # version meant them: a receipt by callback (version 1 knew no other), the rest empty.
+        width, padding = len(header), [_OMITTED.get(name, "") for name in HEADER[len(header) :]]
         for number, row in enumerate(reader, start=2):
-            yield _parse(row, number, known, header)
+            if len(row) != width:
+                raise TimingError(f"row {number}: expected {width} fields, found {len(row)}")
+            yield _parse(row + padding if padding else row, number, known)
 
 
-def _parse(row: list[str], number: int, known: set[str] | None, header: list[str]) -> Timing:
-    if len(row) != len(header):
-        raise TimingError(f"row {number}: expected {len(header)} fields, found {len(row)}")
-    values = dict(zip(header, row, strict=True))
-    region = values["region"].strip()
+def _parse(row: list[str], number: int, known: set[str] | None) -> Timing:
+    """One row of the current version's width. Fields by position (the header was checked)."""
+    (
+        region,
+        lifetime,
+        accept,
+        terminal,
+        sms_outcome,
+        email_accept,
+        email_outcome,
+        receipt,
+        sms,
+        email,
+        locale,
+        segments,
+    ) = (field.strip() for field in row)
     if not region or (known is not None and region not in known):
         raise TimingError(f"row {number}: region {region!r} has no delivery policy")
-    sms_outcome = values["sms_outcome"].strip()
     if sms_outcome not in SMS_OUTCOMES:
         raise TimingError(f"row {number}: sms_outcome must be one of {', '.join(SMS_OUTCOMES)}, got {sms_outcome!r}")
-    email_outcome = values["email_outcome"].strip()
     if email_outcome not in EMAIL_OUTCOMES:
         raise TimingError(
             f"row {number}: email_outcome must be one of {', '.join(EMAIL_OUTCOMES)}, got {email_outcome!r}"
         )
-    terminal = values["sms_terminal_s"].strip()
     if (terminal == "") != (sms_outcome == "none"):
         raise TimingError(f"row {number}: sms_terminal_s must be empty exactly when sms_outcome is none")
-    receipt = values.get("sms_receipt", "callback").strip()
     if receipt not in (RECEIPTS if terminal else ("", *RECEIPTS)):
         raise TimingError(f"row {number}: sms_receipt must be one of {', '.join(RECEIPTS)}, got {receipt!r}")
     timing = Timing(
-        region=region,
-        lifetime_s=_seconds(values, "lifetime_s", number),
-        sms_accept_s=_seconds(values, "sms_accept_s", number),
-        sms_terminal_s=_seconds(values, "sms_terminal_s", number) if terminal else None,
-        sms_outcome=sms_outcome,
-        email_accept_s=_seconds(values, "email_accept_s", number),
-        email_outcome=email_outcome,
-        sms_receipt=receipt or "callback",
-        sms_calls=_calls(values, "sms_calls", SMS_ANSWERS, number),
-        email_calls=_calls(values, "email_calls", EMAIL_ANSWERS, number),
-        locale=_locale(values, number),
-        sms_segments=_segments(values, number),
+        region,
+        _seconds(lifetime, "lifetime_s", number),
+        _seconds(accept, "sms_accept_s", number),
+        _seconds(terminal, "sms_terminal_s", number) if terminal else None,
+        sms_outcome,
+        _seconds(email_accept, "email_accept_s", number),
+        email_outcome,
+        receipt or "callback",
+        _calls(sms, "sms_calls", SMS_ANSWERS, number) if sms else (),
+        _calls(email, "email_calls", EMAIL_ANSWERS, number) if email else (),
+        _locale(locale, number) if locale else DEFAULT_LOCALE,
+        _segments(segments, number) if segments else None,
     )
     if timing.lifetime_s <= 0:
         raise TimingError(f"row {number}: lifetime_s must be positive, got {timing.lifetime_s:g}")
     return timing
 
 
-def _locale(values: dict[str, str], number: int) -> str:
-    locale = values.get("locale", "").strip() or DEFAULT_LOCALE
-    if len(locale) > 35 or not all(part.isalnum() for part in locale.split("-")):
-        raise TimingError(f"row {number}: locale must be a locale key (de, zh-Hant) or default, got {locale!r}")
-    return locale
+@functools.cache
+def _is_locale_key(locale: str) -> bool:
+    # Cached: a file holds a handful of distinct locales, each checked once, not once per row.
+    return len(locale) <= 35 and all(part.isalnum() for part in locale.split("-"))
 
 
-def _segments(values: dict[str, str], number: int) -> int | None:
-    raw = values.get("sms_segments", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
+def _locale(raw: str, number: int) -> str:
+    if not _is_locale_key(raw):
+        raise TimingError(f"row {number}: locale must be a locale key (de, zh-Hant) or default, got {raw!r}")
+    return raw
+
+
+def _segments(raw: str, number: int) -> int:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         raise TimingError(f"row {number}: sms_segments must be a positive whole number, got {raw!r}")
     return int(raw)
 
 
-def _seconds(values: dict[str, str], field: str, number: int, raw: str | None = None) -> float:
-    raw = values[field].strip() if raw is None else raw
+def _seconds(raw: str, field: str, number: int) -> float:
     try:
         value = float(raw)
     except ValueError:
         raise TimingError(f"row {number}: {field} must be a number of seconds, got {raw!r}") from None
-    if not math.isfinite(value) or value < 0:
+    if not 0 <= value < math.inf:  # NaN compares false: refused with the negatives and infinity
         raise TimingError(f"row {number}: {field} must be a non-negative number of seconds, got {raw!r}")
     return value
 
 
-def _calls(values: dict[str, str], field: str, answers: tuple[str, ...], number: int) -> tuple[Call, ...]:
-    """``0.41:transient;1.2:accepted``: each call's latency and answer, in order (empty: version 1)."""
+def _calls(raw: str, field: str, answers: tuple[str, ...], number: int) -> tuple[Call, ...]:
+    """``0.41:transient;1.2:accepted``: each call's latency and answer, in order."""
     calls = []
-    for item in filter(None, values.get(field, "").strip().split(";")):
+    for item in filter(None, raw.split(";")):
         latency, _, answer = item.strip().partition(":")
         if answer not in answers:
             raise TimingError(f"row {number}: {field} answers must be one of {', '.join(answers)}, got {item!r}")
-        calls.append(Call(_seconds(values, field, number, latency.strip()), answer))
+        calls.append(Call(_seconds(latency.strip(), field, number), answer))
     return tuple(calls)
 
 

@@ -1,6 +1,5 @@
 """Exporting this project's own history in the timing format."""
 
-from dataclasses import replace
 from datetime import timedelta
 from io import StringIO
 
@@ -93,7 +92,7 @@ def test_each_call_is_exported_with_its_own_latency_and_answer(tmp_path, clock, 
     assert live.state == State.EMAIL_ACCEPTED
     assert simulate(row, policy).final_state == live.state
     # Version 1's measure of the same email, one 30 s call, fails where the live event did not.
-    one_slow_call = replace(row, email_calls=(), email_accept_s=30.0)
+    one_slow_call = row._replace(email_calls=(), email_accept_s=30.0)
     assert simulate(one_slow_call, policy).final_state == State.EMAIL_FAILED
 
 

@@ -5,7 +5,6 @@ The factory policy: SMS budget 60 s, fallback reserve 120 s, poll every 10 s, pa
 7 s after a failed SMS, 6 s once the email is claimed, 3 s for an SMS with no fallback.
 """
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -194,7 +193,7 @@ def test_an_email_accepted_on_its_retry_after_a_deferral_is_accepted(db):
     # As one call from the first attempt to the final answer (version 1's measure) it would look
     # 30 s long, past the exchange's deadline, and replay would invent an unknown outcome.
     calls = (Call(0.3, "transient"), Call(0.5, "accepted"))
-    record = replace(timing(terminal=4, outcome="failed", email=30.8), email_calls=calls)
+    record = timing(terminal=4, outcome="failed", email=30.8)._replace(email_calls=calls)
     result = simulate(record, PolicyVersionFactory.build(email_attempt_limit=3))
     assert result.final_state == State.EMAIL_ACCEPTED
     assert result.claims[Channel.EMAIL] == ClaimState.ACCEPTED
@@ -202,13 +201,13 @@ def test_an_email_accepted_on_its_retry_after_a_deferral_is_accepted(db):
 
 def test_an_email_deferred_more_often_than_the_policy_allows_is_given_up(db):
     calls = (Call(0.3, "transient"), Call(0.3, "transient"), Call(0.5, "accepted"))
-    record = replace(timing(terminal=4, outcome="failed"), email_calls=calls)
+    record = timing(terminal=4, outcome="failed")._replace(email_calls=calls)
     result = simulate(record, PolicyVersionFactory.build(email_attempt_limit=2))
     assert result.final_state == State.EMAIL_FAILED
 
 
 def test_an_sms_refused_once_is_sent_again_and_its_receipt_timed_from_the_accepted_call(db):
-    record = replace(timing(terminal=5, outcome="delivered"), sms_calls=(Call(0.2, "transient"), Call(0.4, "accepted")))
+    record = timing(terminal=5, outcome="delivered")._replace(sms_calls=(Call(0.2, "transient"), Call(0.4, "accepted")))
     result = simulate(record, PolicyVersionFactory.build())
     assert (result.final_state, result.sms_attempts) == (State.SMS_DELIVERED, 2)
     # Retried a poll interval (10 s) after the refusal's answer; delivered 5 s after that call began.
@@ -219,7 +218,7 @@ def test_an_sms_refused_once_is_sent_again_and_its_receipt_timed_from_the_accept
 def test_a_receipt_found_by_polling_depends_on_the_poll_interval(db, poll_interval, final_state):
     # Its callback was lost: a poll at or after 50 s finds it. Every 10 s, one does before D (60 s);
     # every 45 s, the poll after 45.5 s would be at 90.5 s, so the email goes at D.
-    record = replace(timing(terminal=50, outcome="delivered"), sms_receipt="poll")
+    record = timing(terminal=50, outcome="delivered")._replace(sms_receipt="poll")
     result = simulate(record, PolicyVersionFactory.build(poll_interval=timedelta(seconds=poll_interval)))
     assert result.final_state == final_state
     if final_state == State.SMS_DELIVERED:
