@@ -141,7 +141,7 @@ def test_one_region_and_a_named_policy_version(tmp_path, regions):
         (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback,,,de AT,1\n", "row 2: locale must be a locale key"),
         (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback,,,de,0\n", "row 2: sms_segments must be a positive"),
         # A digit int() does not read (superscript two) is refused as clearly as a zero.
-        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback,,,de,\u00b2\n", "row 2: sms_segments must be a positive"),
+        (f"{HEADER}\nUS,600,0.5,5,delivered,1,accepted,callback,,,de,²\n", "row 2: sms_segments must be a positive"),
         (f"{HEADER_V1}\nUS,600,nan,5,delivered,1,accepted\n", "row 2: sms_accept_s must be a non-negative number"),
         (f"{HEADER_V1}\nUS,600,0.5,inf,delivered,1,accepted\n", "row 2: sms_terminal_s must be a non-negative number"),
         (f"{HEADER_V2}\nUS,600,0.5,5,delivered,1,accepted,,,\n", "row 2: sms_receipt must be one of callback"),
