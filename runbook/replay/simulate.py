@@ -169,7 +169,7 @@ class Outcome:
 
 
 # A step of a traced replay: the event after it, the decision on it, and when it was taken.
-_Traced = tuple[rows.Loaded, machine.Decision, datetime]
+Traced = tuple[rows.Loaded, machine.Decision, datetime]
 
 
 @dataclass(slots=True)
@@ -197,7 +197,7 @@ class _Sim:
     email_attempts: int = 0
     scheduled: int = 0  # ties between facts at the same time go in the order they were made
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
-    trace: "list[_Traced] | None" = None
+    trace: list[Traced] | None = None  # every step, when traced (``simulate.trace``)
 
     def traced(self) -> None:
         if self.trace is not None:
@@ -213,11 +213,17 @@ def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None
 
     ``shared``: what records replayed together share; pass one ``Shared()`` when replaying many.
     """
-    return _finish(_replayed(timing, policy, shared or Shared()))
+    return _finish(_replayed(timing, policy, shared or Shared(), None))
 
 
-def _replayed(timing: Timing, policy: PolicyVersion, shared: Shared, trace: list[_Traced] | None = None) -> _Sim:
-    """The record replayed to its end; ``trace``, if given, gets the event after every step."""
+def trace(timing: Timing, policy: PolicyVersion, shared: Shared | None = None) -> tuple[list[Traced], Outcome]:
+    """Every step of the record's replay (the event after it, every time in it, the decision on
+    it, when it was taken) and its outcome: two replays of a record compared step by step."""
+    steps: list[Traced] = []
+    return steps, _finish(_replayed(timing, policy, shared or Shared(), steps))
+
+
+def _replayed(timing: Timing, policy: PolicyVersion, shared: Shared, trace: list[Traced] | None) -> _Sim:
     sim = _start(timing, policy, shared)
     sim.trace = trace
     for _ in range(MAX_STEPS):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from notify.states import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
 from policies.models import ChannelPlan, PolicyVersion
-from runbook.replay.simulate import EPOCH, POINT_LIMIT, Shared, _finish, _replayed, simulate
+from runbook.replay.simulate import EPOCH, POINT_LIMIT, Shared, simulate, trace
 from runbook.replay.timings import EMAIL_ANSWERS, RECEIPTS, SMS_ANSWERS, Call, Timing
 from tests.factories import PolicyVersionFactory
 
@@ -34,14 +34,6 @@ POLICIES = [
     PolicyVersionFactory.build(pk=3, channel_plan=ChannelPlan.EMAIL_ONLY),
     PolicyVersionFactory.build(pk=4, poll_interval=timedelta(seconds=3), sms_budget=timedelta(seconds=20)),
 ]
-
-
-def steps(record: Timing, policy: PolicyVersion, shared: Shared) -> tuple[object, ...]:
-    """Every step of the record's replay (the event after it, with every time in it, the decision
-    on it, and when it was taken), and the outcome."""
-    trace: list[object] = []
-    outcome = _finish(_replayed(record, policy, shared, trace))  # type: ignore[arg-type]
-    return trace, outcome
 
 
 def calls(answers: tuple[str, ...]) -> st.SearchStrategy[tuple[Call, ...]]:
@@ -82,7 +74,8 @@ def runs(draw: st.DrawFn) -> list[tuple[PolicyVersion, Timing]]:
 def test_a_record_replayed_in_a_shared_run_ends_as_it_does_replayed_alone(replayed, point_limit):
     shared = Shared(point_limit=point_limit)
     for policy, record in replayed:
-        assert steps(record, policy, shared) == steps(record, policy, Shared()), (policy.channel_plan, record)
+        # Every step alike (the event with every time in it, the decision, the moment), and the outcome.
+        assert trace(record, policy, shared) == trace(record, policy, Shared()), (policy.channel_plan, record)
     # The run did share: one opening per policy and lifetime, and no more points than its limit.
     assert set(shared.openings) == {(id(policy), record.lifetime_s) for policy, record in replayed}
     assert shared.points <= point_limit
