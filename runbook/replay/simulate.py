@@ -41,6 +41,7 @@ history did gets the last one's answer again):
 import heapq
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import NamedTuple
 
 from django.conf import settings
@@ -144,7 +145,7 @@ def _open(timing: Timing, policy: PolicyVersion) -> _Point:
     expires = EPOCH + timedelta(seconds=timing.lifetime_s)
     state, channel = (State.SMS_REQUESTED, Channel.SMS) if policy.uses_sms else (State.EMAIL_CLAIMED, Channel.EMAIL)
     event = machine.EventSnapshot(state, EPOCH, expires, EPOCH, None, policy.uses_email and policy.uses_sms)
-    loaded = rows.Loaded(event, 1, 0, policy, {channel: machine.NEW_CLAIM})
+    loaded = rows.Loaded(event, 1, 0, policy, MappingProxyType({channel: machine.NEW_CLAIM}))  # shared: read-only
     return _Point(loaded, machine.decide(event, loaded.claims, policy, EPOCH))
 
 
@@ -475,6 +476,8 @@ def _keep(sim: _Sim, key: tuple[object, ...], entered: str | None) -> None:
     if shared.points >= shared.point_limit or sim.decision.action == NextAction.NONE:
         sim.point = None
         return
+    # Read-only from here: other records take this point as it is, so none may change its claims.
+    sim.loaded = sim.loaded._replace(claims=MappingProxyType(sim.loaded.claims))
     reached = _Point(sim.loaded, sim.decision)
     point.steps[key] = _Step(reached, entered, sim.outcome.paged, sim.outcome.page_without_action)
     shared.points += 1

@@ -150,9 +150,10 @@ def _parse(row: list[str], number: int, known: set[str] | None) -> Timing:
     return timing
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def _is_locale_key(locale: str) -> bool:
-    # Cached: a file holds a handful of distinct locales, each checked once, not once per row.
+    # Cached: a file holds a handful of distinct locales, each checked once, not once per row
+    # (bounded: a file of made-up locales must not grow the process).
     return len(locale) <= 35 and all(part.isalnum() for part in locale.split("-"))
 
 

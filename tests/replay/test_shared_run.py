@@ -28,6 +28,9 @@ LATENCIES_S = st.one_of(
     st.floats(min_value=0, max_value=40, allow_nan=False).map(lambda seconds: round(seconds, 3)),
 )
 
+# Receipts too, so records go on sharing past their receipt (an SMS failure, then the email's steps).
+TERMINALS_S = st.one_of(st.sampled_from([4.0, 45.0, 130.0]), st.floats(0, 400).map(lambda seconds: round(seconds, 3)))
+
 POLICIES = [
     PolicyVersionFactory.build(pk=1, channel_plan=ChannelPlan.SMS_THEN_EMAIL),
     PolicyVersionFactory.build(pk=2, channel_plan=ChannelPlan.SMS_ONLY),
@@ -47,7 +50,7 @@ def records(draw: st.DrawFn, lifetime_s: float) -> Timing:
         region="US",
         lifetime_s=lifetime_s,
         sms_accept_s=draw(LATENCIES_S),
-        sms_terminal_s=None if outcome == "none" else draw(st.floats(0, 400).map(lambda s: round(s, 3))),
+        sms_terminal_s=None if outcome == "none" else draw(TERMINALS_S),
         sms_outcome=outcome,
         email_accept_s=draw(LATENCIES_S),
         email_outcome=draw(st.sampled_from(["accepted", "failed"])),
@@ -64,7 +67,7 @@ def runs(draw: st.DrawFn) -> list[tuple[PolicyVersion, Timing]]:
     family = st.tuples(st.sampled_from(POLICIES), st.sampled_from(LIFETIMES_S))
     families = draw(st.lists(family, min_size=1, max_size=3))
     member = st.sampled_from(families).flatmap(lambda family: st.tuples(st.just(family[0]), records(family[1])))
-    return draw(st.lists(member, min_size=2, max_size=30))
+    return draw(st.lists(member, min_size=2, max_size=60))
 
 
 # More examples than the default: a mistake in sharing shows only where two records of one family
