@@ -200,7 +200,7 @@ class _Sim:
     outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
     trace: list[Traced] | None = None  # every step, when traced (``simulate.trace``)
 
-    def traced(self) -> None:
+    def trace_step(self) -> None:
         if self.trace is not None:
             self.trace.append((self.loaded, self.decision, self.now))
 
@@ -414,14 +414,11 @@ def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime, now: dateti
         sim.decision = machine.decide(sim.loaded.event, claims, sim.policy, now)
         _keep(sim, key, None)
     sim.now = now
-    sim.traced()
+    sim.trace_step()
 
 
 def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
-    def plan(loaded: rows.Loaded) -> transitions.Change | None:
-        return transitions.observation_change(loaded, observation)
-
-    _move(sim, (observation, now), plan, observation, now)
+    _move(sim, (observation, now), lambda loaded: transitions.observation_change(loaded, observation), observation, now)
     delivered = observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED
     if delivered and sim.outcome.sms_delivered_at is None:
         sim.outcome.sms_delivered_at = (now - EPOCH).total_seconds()
@@ -447,7 +444,7 @@ def _move(
         sim.loaded, sim.decision = advanced.after, advanced.decision
         _keep(sim, key, entered)
     sim.segment_start = sim.now = now
-    sim.traced()
+    sim.trace_step()
 
 
 def _shared_step(sim: _Sim, key: tuple[object, ...]) -> bool:

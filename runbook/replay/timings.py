@@ -29,6 +29,8 @@ EMAIL_OUTCOMES = ("accepted", "failed")
 # How the terminal receipt reached us: a callback comes at its time whatever the polling; a
 # receipt a poll found (its callback lost) is found again only by a poll at or after that time.
 RECEIPTS = ("callback", "poll")
+# A record that does not say how its receipt came (version 1, or no receipt at all): by callback.
+DEFAULT_RECEIPT = RECEIPTS[0]
 # What a call's answer was. SMS: accepted (the message exists from then on), transient (refused,
 # nothing sent), failed (refused for good), unknown (timed out, and no message ever appeared).
 # Email: accepted, failed, transient (deferred), unknown (the answer was lost).
@@ -37,7 +39,7 @@ EMAIL_ANSWERS = ("accepted", "failed", "transient", "unknown")
 
 
 # What a field an older version lacks stands for, where not empty.
-_OMITTED = {"sms_receipt": "callback"}
+_OMITTED = {"sms_receipt": DEFAULT_RECEIPT}
 
 
 class TimingError(ValueError):
@@ -63,7 +65,7 @@ class Timing(NamedTuple):
     sms_outcome: str
     email_accept_s: float
     email_outcome: str
-    sms_receipt: str = "callback"
+    sms_receipt: str = DEFAULT_RECEIPT
     # Every call in the order made; empty (version 1): one call, the summary fields above.
     # A replay that makes more calls than history did repeats the last one's answer.
     sms_calls: tuple[Call, ...] = ()
@@ -139,7 +141,7 @@ def _parse(row: list[str], number: int, known: set[str] | None) -> Timing:
         sms_outcome,
         _seconds(email_accept, "email_accept_s", number),
         email_outcome,
-        receipt or "callback",
+        receipt or DEFAULT_RECEIPT,
         _calls(sms, "sms_calls", SMS_ANSWERS, number) if sms else (),
         _calls(email, "email_calls", EMAIL_ANSWERS, number) if email else (),
         _locale(locale, number) if locale else DEFAULT_LOCALE,
