@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
-from notify import retention, rows, sweeper, tallies, worker
+from notify import broker, retention, rows, sweeper, tallies, worker
 from notify.clock import current_clock
 from notify.transports import configured
 
@@ -20,7 +20,7 @@ log = logging.getLogger("notify.tasks")
 _HOST = f"{socket.gethostname()}:{os.getpid()}"
 
 
-@shared_task(name="notify.advance")
+@shared_task(name=broker.ADVANCE)
 def advance(event_id: str) -> str:
     """Step the most urgent due event (this one, unless another is nearer its act_by); schedule its next."""
     owner = f"{_HOST}:{advance.request.id or 'inline'}"
@@ -57,7 +57,7 @@ def send(event_id: str, *, countdown: float = 0.0) -> None:
     and the sweeper enqueues it later, so a failed send is logged, not raised.
     """
     try:
-        advance.apply_async((event_id,), countdown=countdown)
+        broker.publish_advance(event_id, countdown=countdown)
     except OperationalError as error:
         log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
 

@@ -1,0 +1,99 @@
+"""Putting a step's wake-up on the broker: Celery's message, published by a producer kept per thread.
+
+``advance.apply_async`` costs a creation more CPU than anything else it does (0.5-0.7 ms
+alone, 1.4 ms inside a request, docs/benchmarks.md): Celery reads its configuration a
+dozen times, routes the task, reprs its arguments, takes a producer from its pool and
+copies the queue to bind it, for a message that is the same every time but for its id.
+Here the route, the queue and the retry policy are read once; each wake-up has Celery
+build its message (``as_task_v2``, so the worker reads exactly what it always did) and
+kombu publish it, with the same retry policy, on this thread's own connection.
+"""
+
+import os
+import threading
+from functools import cache
+from typing import Any, NamedTuple
+
+from celery.utils import uuid
+from kombu import Connection, Producer
+
+from config.celery import app
+from config.lanes import STEP_QUEUE
+
+ADVANCE = "notify.advance"
+
+
+class _Publisher(threading.local):
+    producer: Producer | None = None
+    pid = 0
+
+
+_publisher = _Publisher()
+
+
+def publish_advance(event_id: str, *, countdown: float = 0.0) -> None:
+    """Put one ``notify.advance(event_id)`` on the step queue, due in ``countdown`` seconds.
+
+    Raises kombu's ``OperationalError`` once the configured publish retries are spent.
+    """
+    headers, properties, body, _ = app.amqp.as_task_v2(
+        uuid(),
+        ADVANCE,
+        (event_id,),
+        {},
+        countdown=countdown or None,
+        ignore_result=True,
+        argsrepr=repr((event_id,)),  # what apply_async would show: an event id, never personal data
+        kwargsrepr="{}",
+    )
+    conf = _settings()
+    _producer().publish(
+        body,
+        exchange="",
+        routing_key=STEP_QUEUE,
+        headers=headers,
+        delivery_mode=conf.delivery_mode,
+        retry=conf.retry,
+        retry_policy=conf.retry_policy,
+        **properties,
+    )
+
+
+def _producer() -> Producer:
+    # A producer per thread: a kombu channel is not safe to share between the web server's
+    # threads. Per process too: a connection opened before a fork (a worker pool's parent)
+    # would be one socket written by two processes, so a child opens its own.
+    producer = _publisher.producer
+    if producer is None or _publisher.pid != os.getpid():
+        connection: Connection = app.connection_for_write()
+        conf = _settings()
+        producer = Producer(connection, serializer=conf.serializer)
+        # The step queue declared once per connection (RabbitMQ drops a message sent to a
+        # queue no one declared yet); kombu's ensure() revives the producer on a new connection.
+        producer.maybe_declare(app.amqp.queues[STEP_QUEUE], retry=conf.retry, **conf.retry_policy)
+        _publisher.producer, _publisher.pid = producer, os.getpid()
+    return producer
+
+
+# AMQP's numbers for the names Celery's setting may use (kombu.entity.DELIVERY_MODES).
+_DELIVERY_MODES = {"transient": 1, "persistent": 2}
+
+
+class _Settings(NamedTuple):
+    serializer: str
+    delivery_mode: int
+    retry: bool
+    retry_policy: dict[str, Any]
+
+
+@cache
+def _settings() -> _Settings:
+    """What apply_async would read from Celery's configuration on every publish, read once."""
+    conf = app.conf
+    return _Settings(
+        serializer=conf.task_serializer,
+        # Celery's setting may name the mode ("persistent") or give its number (2).
+        delivery_mode=_DELIVERY_MODES.get(conf.task_default_delivery_mode, conf.task_default_delivery_mode),
+        retry=conf.task_publish_retry,
+        retry_policy=dict(conf.task_publish_retry_policy),
+    )

@@ -1,0 +1,119 @@
+"""A step's wake-up on the broker: the message Celery itself would send, on the step queue.
+
+These talk to the configured broker (Redis under `make test`, the filesystem broker on the
+embedded default) and read back what was published with kombu, as a worker would.
+"""
+
+import logging
+import os
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from django.conf import settings
+
+from config.celery import app
+from config.lanes import STEP_QUEUE
+from notify import broker, tasks
+
+EVENT_ID = "evt_01TESTBROKERWAKEUP0000000"
+
+
+@pytest.fixture
+def step_queue():
+    with app.connection_for_read() as connection:
+        queue = connection.SimpleQueue(STEP_QUEUE)
+        queue.clear()
+        yield queue
+        queue.clear()
+        queue.close()
+
+
+def received(queue, count):
+    messages = [queue.get(timeout=5) for _ in range(count)]
+    for message in messages:
+        message.ack()
+    return messages
+
+
+# What differs between two messages for the same task: each one's own id and where it was sent from.
+OWN = {"id", "root_id", "origin"}
+
+
+def test_a_wake_up_is_the_message_apply_async_sends(step_queue):
+    tasks.advance.apply_async((EVENT_ID,))
+    broker.publish_advance(EVENT_ID)
+
+    by_celery, ours = received(step_queue, 2)
+
+    assert ours.payload == by_celery.payload == [[EVENT_ID], {}, ours.payload[2]]
+    assert {k: v for k, v in ours.headers.items() if k not in OWN} == {
+        k: v for k, v in by_celery.headers.items() if k not in OWN
+    }
+    assert ours.headers["task"] == "notify.advance"
+    assert ours.headers["ignore_result"] is True
+    assert ours.delivery_info["routing_key"] == by_celery.delivery_info["routing_key"] == STEP_QUEUE
+    for name in ("content_type", "content_encoding"):
+        assert getattr(ours, name) == getattr(by_celery, name)
+    assert ours.properties["delivery_mode"] == by_celery.properties["delivery_mode"] == 2
+
+
+def test_a_wake_up_with_a_countdown_is_due_that_much_later(step_queue):
+    before = datetime.now(UTC)
+    broker.publish_advance(EVENT_ID, countdown=30)
+    after = datetime.now(UTC)
+
+    (message,) = received(step_queue, 1)
+
+    eta = datetime.fromisoformat(message.headers["eta"])
+    assert before + timedelta(seconds=30) <= eta <= after + timedelta(seconds=30)
+
+
+@pytest.mark.skipif(not settings.CELERY_BROKER_URL.startswith("redis://"), reason="drops Redis's connections")
+def test_a_wake_up_after_the_broker_dropped_the_connection_still_arrives(step_queue):
+    broker.publish_advance(EVENT_ID)
+    # The broker restarts, or an idle timeout closes the kept connection: every client but this one.
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).client_kill_filter(_type="normal", skipme=True)
+
+    broker.publish_advance(EVENT_ID)
+
+    assert [message.payload[0] for message in received(step_queue, 2)] == [[EVENT_ID], [EVENT_ID]]
+
+
+def test_a_forked_child_publishes_on_a_connection_of_its_own(step_queue):
+    broker.publish_advance(EVENT_ID)
+    parents = broker._producer().connection
+    child = os.fork()
+    if child == 0:  # the child: exit with 0 only if it neither reused the socket nor failed to publish
+        try:
+            broker.publish_advance(EVENT_ID)
+            os._exit(0 if broker._producer().connection is not parents else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(received(step_queue, 2)) == 2
+
+
+def test_an_unreachable_broker_costs_the_hint_not_the_request(monkeypatch, caplog):
+    # A port nothing listens on: the hint is lost (the sweeper finds the event later) and
+    # the caller goes on. A thread of its own, so that no producer of this thread is reused.
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", "redis://127.0.0.1:9/0")
+    returned = []
+
+    def send() -> None:
+        tasks.send(EVENT_ID)
+        returned.append(True)
+
+    sender = threading.Thread(target=send)
+
+    with caplog.at_level(logging.WARNING, logger="notify.tasks"):
+        sender.start()
+        sender.join(timeout=30)
+
+    assert returned == [True]
+    (record,) = [record for record in caplog.records if record.getMessage() == "wake_up_not_sent"]
+    assert record.event_id == EVENT_ID
+    assert record.error == "OperationalError"
