@@ -9,6 +9,7 @@ values as parameters; column names come from this module, never from input.
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any, NamedTuple
 
 from django.db import connection, models, transaction
@@ -213,12 +214,49 @@ def _saved(instances: list[models.Model]) -> None:
 def _model_row(instance: models.Model) -> dict[str, object]:
     """The column values Django would INSERT for ``instance`` (an unset auto id left to the database)."""
     row = {}
-    for field in instance._meta.concrete_fields:
+    for field, kind in _insert_fields(type(instance)):
         value = getattr(instance, field.attname)
         if value is None and field.primary_key:
             continue
-        row[field.column] = field.get_db_prep_save(value, connection)
+        if value is None or (kind is not None and _as_it_is(value, kind)):
+            row[field.column] = value  # a datetime is adapted with every parameter (_param)
+        else:
+            row[field.column] = field.get_db_prep_save(value, connection)
     return row
+
+
+# The fields whose get_db_prep_save hands a value of their own kind (and None) back unchanged, but
+# for the database's datetime adaptation that _param applies to every parameter anyway. A creation
+# writes some forty such values; converting each through its field cost it 0.1-0.3 ms of CPU.
+_UNCHANGED: tuple[tuple[type[models.Field], type], ...] = (  # type: ignore[type-arg]
+    (models.CharField, str),
+    (models.TextField, str),
+    (models.BooleanField, bool),
+    (models.IntegerField, int),
+    (models.DateTimeField, datetime),
+)
+
+
+@cache
+def _insert_fields(model: type[models.Model]) -> tuple[tuple[models.Field, type | None], ...]:  # type: ignore[type-arg]
+    """Each concrete field of ``model``, with the kind of value it writes as it is (None: convert every value)."""
+    return tuple((field, _unchanged_kind(field)) for field in model._meta.concrete_fields)
+
+
+def _as_it_is(value: object, kind: type) -> bool:
+    if not isinstance(value, kind):
+        return False
+    if isinstance(value, bool):  # an int, to Python; an integer column's get_prep_value makes it 0 or 1
+        return kind is bool
+    if isinstance(value, datetime):  # a naive one is made aware (with a warning) by the field
+        return value.tzinfo is not None
+    return True
+
+
+def _unchanged_kind(field: models.Field) -> type | None:  # type: ignore[type-arg]
+    if isinstance(field, models.ForeignKey):
+        return _unchanged_kind(field.target_field)
+    return next((kind for field_class, kind in _UNCHANGED if isinstance(field, field_class)), None)
 
 
 def insert(table: str, row: Mapping[str, object]) -> int:
