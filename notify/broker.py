@@ -14,11 +14,9 @@ import threading
 from functools import cache
 from typing import Any, NamedTuple
 
+from celery import current_app as app
 from celery.utils import uuid
 from kombu import Connection, Producer
-
-from config.celery import app
-from config.lanes import STEP_QUEUE
 
 ADVANCE = "notify.advance"
 
@@ -32,25 +30,25 @@ _publisher = _Publisher()
 
 
 def publish_advance(event_id: str, *, countdown: float = 0.0) -> None:
-    """Put one ``notify.advance(event_id)`` on the step queue, due in ``countdown`` seconds.
+    """Put one ``notify.advance(event_id)`` on Celery's default queue (the steps'), due in ``countdown`` seconds.
 
     Raises kombu's ``OperationalError`` once the configured publish retries are spent.
     """
+    conf = _settings()
     headers, properties, body, _ = app.amqp.as_task_v2(
         uuid(),
         ADVANCE,
         (event_id,),
         {},
         countdown=countdown or None,
-        ignore_result=True,
+        ignore_result=conf.ignore_result,
         argsrepr=repr((event_id,)),  # what apply_async would show: an event id, never personal data
         kwargsrepr="{}",
     )
-    conf = _settings()
     _producer().publish(
         body,
         exchange="",
-        routing_key=STEP_QUEUE,
+        routing_key=conf.queue,
         headers=headers,
         delivery_mode=conf.delivery_mode,
         retry=conf.retry,
@@ -70,7 +68,7 @@ def _producer() -> Producer:
         producer = Producer(connection, serializer=conf.serializer)
         # The step queue declared once per connection (RabbitMQ drops a message sent to a
         # queue no one declared yet); kombu's ensure() revives the producer on a new connection.
-        producer.maybe_declare(app.amqp.queues[STEP_QUEUE], retry=conf.retry, **conf.retry_policy)
+        producer.maybe_declare(app.amqp.queues[conf.queue], retry=conf.retry, **conf.retry_policy)
         _publisher.producer, _publisher.pid = producer, os.getpid()
     return producer
 
@@ -80,6 +78,8 @@ _DELIVERY_MODES = {"transient": 1, "persistent": 2}
 
 
 class _Settings(NamedTuple):
+    queue: str
+    ignore_result: bool
     serializer: str
     delivery_mode: int
     retry: bool
@@ -91,6 +91,8 @@ def _settings() -> _Settings:
     """What apply_async would read from Celery's configuration on every publish, read once."""
     conf = app.conf
     return _Settings(
+        queue=conf.task_default_queue,  # where notify.advance goes: config.lanes routes only the periodic jobs
+        ignore_result=conf.task_ignore_result,
         serializer=conf.task_serializer,
         # Celery's setting may name the mode ("persistent") or give its number (2).
         delivery_mode=_DELIVERY_MODES.get(conf.task_default_delivery_mode, conf.task_default_delivery_mode),
