@@ -182,6 +182,13 @@ if DATABASE_URL:
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # The same backend, with a health check that asks the socket, not the server (config/database).
         DATABASES["default"]["ENGINE"] = "config.database"
+        # notify.rows has PostgreSQL prepare its hot statements (a creation's INSERT, a
+        # transition's write, the leases) once per connection; Django turns prepared statements
+        # off by default for connection poolers that cannot keep them, and its own cursors,
+        # which bind values client side, never prepare. Behind PgBouncer in transaction mode
+        # before 1.21 (or without max_prepared_statements), set DATABASE_PREPARED_STATEMENTS=false.
+        if env_bool("DATABASE_PREPARED_STATEMENTS", default=True):
+            DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

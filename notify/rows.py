@@ -12,7 +12,9 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NamedTuple
 
+import psycopg
 from django.db import connection, models, transaction
+from django.db.backends.utils import CursorWrapper
 
 from notify.clock import parse_database_time
 from notify.machine import ClaimSnapshot, EventSnapshot
@@ -51,6 +53,31 @@ FROM {{source}} e LEFT JOIN notify_claim c ON c.event_id = e.id LEFT JOIN notify
 """
 
 
+class _PreparingCursor(psycopg.Cursor):
+    """Sends the parameters apart from the statement and has PostgreSQL prepare it."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **options: Any) -> Any:
+        return super().execute(query, params, prepare=True, **options)
+
+
+def _cursor() -> CursorWrapper:
+    """A cursor for this module's statements.
+
+    On PostgreSQL each statement is prepared on its connection the first time it runs, and
+    later runs send only the values. These few statements run hundreds of times a second,
+    and PostgreSQL parsing and planning one again each time (as it must for Django's cursors,
+    which write the values into the statement's text) was about 40 % of its CPU for a
+    creation's INSERT: 0.43-0.60 ms against 0.27-0.33 ms prepared, the client's 0.19-0.23 ms
+    against 0.14-0.16 ms. The cursor is Django's own otherwise (its connection checks, its
+    error translation, its query log): only the cursor underneath is swapped.
+    """
+    cursor = connection.cursor()
+    if connection.vendor == "postgresql":
+        cursor.cursor.close()
+        cursor.cursor = _PreparingCursor(connection.connection)
+    return cursor
+
+
 def _aware(value: datetime | None) -> datetime | None:
     # SQLite hands back the naive UTC the ORM stored; PostgreSQL hands back aware values.
     if value is not None and value.tzinfo is None:
@@ -65,7 +92,7 @@ def _param(value: object) -> Any:
 
 
 def load(event_id: str) -> Loaded:
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(_LOAD, [event_id])
         rows = cursor.fetchall()
     return _loaded(event_id, rows)
@@ -87,7 +114,7 @@ class StepRead:
 def read_for_step(event_id: str) -> StepRead:
     """Return the event as a step starts from it; LookupError if there is none."""
     sql = _STEP_READ.format(now=database_time(None)[0], source="notify_event", where="WHERE e.id = %s")
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, [event_id])
         return _step_read(event_id, cursor.fetchall())
 
@@ -185,7 +212,7 @@ def insert_together(
     conflict = f"ON CONFLICT ({', '.join(unique)}) DO NOTHING"
     parent_insert = f"{_insert_sql(parent_table, parent_row, where=condition)} {conflict}"
     if connection.vendor != "postgresql":
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), _cursor() as cursor:
             cursor.execute(parent_insert, params)
             if cursor.rowcount != 1:
                 return False
@@ -197,7 +224,7 @@ def insert_together(
     for number, (table, row) in enumerate(dependent_rows):
         parts.append(f"d{number} AS ({_insert_sql(table, row, source='parent')})")
         params += _params(row)
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM parent", params)
         (inserted,) = cursor.fetchone()
     if inserted == 1:
@@ -261,7 +288,7 @@ def _unchanged_kind(field: models.Field) -> type | None:  # type: ignore[type-ar
 
 def insert(table: str, row: Mapping[str, object]) -> int:
     """INSERT one row into one of this app's tables and return its id."""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(f"{_insert_sql(table, row)} RETURNING id", _params(row))
         (row_id,) = cursor.fetchone()
     return int(row_id)
@@ -346,7 +373,7 @@ def _commit_in_one_statement(write: Write) -> bool:
         claim_sql, claim_params = _claim_update(write, write.claim_move)
         parts.append(f"claim_moved AS ({claim_sql} AND EXISTS (SELECT 1 FROM moved))")
         params += claim_params
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM moved", params)
         (landed,) = cursor.fetchone()
     return bool(landed == 1)
@@ -354,7 +381,7 @@ def _commit_in_one_statement(write: Write) -> bool:
 
 def _commit_step_by_step(write: Write) -> bool:
     update, params = _event_update(write)
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(update, params)
         if cursor.rowcount != 1:
             return False
@@ -365,7 +392,7 @@ def _commit_step_by_step(write: Write) -> bool:
         insert("notify_claim", write.new_claim)
     if write.claim_move is not None:
         claim_sql, claim_params = _claim_update(write, write.claim_move)
-        with connection.cursor() as cursor:
+        with _cursor() as cursor:
             cursor.execute(claim_sql, claim_params)
     return True
 
@@ -453,7 +480,7 @@ def take_most_urgent(owner: str, *, at: datetime | None) -> StepRead | None:
         f"WHERE id = ({choice}) AND {free} RETURNING "
     )
     params = [owner, *now_params, *now_params, *now_params, *now_params]
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         if vendor == "postgresql":
             read = _STEP_READ.format(now=database_time(None)[0], source="taken", where="")
             cursor.execute(f"WITH taken AS ({take} *) {read}", params)
@@ -494,7 +521,7 @@ def _lease_update(
     later, later_params = database_time(at, ttl) if ttl is not None else ("", [])
     sql = f"UPDATE notify_event SET {assignments} WHERE id = %s AND {condition}".format(now=now, later=later)
     params = [*(before or []), *later_params, event_id, *(after or []), *now_params]
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, params)
         row: tuple[Any, ...] | None = cursor.fetchone()
     return row
@@ -513,7 +540,7 @@ def wake_up_needed(pending: datetime | None, *, at: datetime, now: datetime) -> 
 
 def record_wake_up(event_id: str, *, at: datetime, now: datetime) -> bool:
     """Record a wake-up due ``at`` unless an earlier one is pending; True if it is to be sent."""
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(
             f"UPDATE notify_event SET wake_at = %s WHERE id = %s AND {_WAKE_UP_NEEDED}",
             [_param(at), event_id, _param(now), _param(at)],
@@ -529,7 +556,7 @@ def release_lease(event_id: str, token: int, *, wake_up: tuple[datetime, datetim
     whether the lease was given back).
     """
     if wake_up is None:
-        with connection.cursor() as cursor:
+        with _cursor() as cursor:
             cursor.execute(
                 "UPDATE notify_event SET lease_owner = '', lease_expires_at = NULL WHERE id = %s AND lease_token = %s",
                 [event_id, token],
@@ -541,7 +568,7 @@ def release_lease(event_id: str, token: int, *, wake_up: tuple[datetime, datetim
         f"wake_at = CASE WHEN {_WAKE_UP_NEEDED} THEN %s ELSE wake_at END "
         "WHERE id = %s AND lease_token = %s RETURNING wake_at"
     )
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, [_param(now), _param(at), _param(at), event_id, token])
         row = cursor.fetchone()
     # A pending wake-up due exactly then reads as new: one spare wake-up, which finds nothing due.
@@ -594,7 +621,7 @@ def record_intent(intent: Intent) -> tuple[bool, bool]:
     schedule_sql = f"UPDATE notify_event SET {_assignments(intent.schedule)}, lease_expires_at = {expiry} WHERE id"
     schedule = [*_params(intent.schedule), *expiry_params]
     if connection.vendor != "postgresql":
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), _cursor() as cursor:
             cursor.execute(held_sql, held)
             if cursor.fetchone() is None:
                 return False, False
@@ -609,7 +636,7 @@ def record_intent(intent: Intent) -> tuple[bool, bool]:
         f" scheduled AS ({schedule_sql} IN (SELECT event_id FROM claimed) RETURNING id)"
         " SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM scheduled)"
     )
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, [*held, *claim, *schedule])
         locked, moved = cursor.fetchone()
     return bool(locked), bool(moved)

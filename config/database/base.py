@@ -6,14 +6,35 @@ server that ends a session (a restart, ``pg_terminate_backend``, an idle timeout
 its reason and closes the socket, so the check here asks the socket instead: an idle
 connection of ours has nothing to read, and anything waiting there is that goodbye. A
 network that drops silently is found by neither check before the query's own timeout.
+
+And for how a statement on a server-binding cursor is logged: ``notify.rows`` runs its hot
+statements on such cursors (prepared, values sent apart) on connections whose other cursors
+bind client side. Django reads a client-binding cursor's statement back from the cursor,
+which a prepared one does not keep, so the query log (DEBUG, the tests' captured queries)
+would show no SQL; it gets the statement with its values written in, as Django logs every
+statement where all cursors bind server side.
 """
 
 import select
+from typing import Any
 
-from django.db.backends.postgresql import base
+import psycopg
+from django.db.backends.postgresql import base, operations
+
+
+class DatabaseOperations(operations.DatabaseOperations):
+    def last_executed_query(self, cursor: Any, sql: str, params: Any) -> str:
+        if isinstance(cursor, psycopg.ClientCursor):
+            return super().last_executed_query(cursor, sql, params)
+        try:
+            return self.compose_sql(sql, params)  # type: ignore[no-any-return]
+        except psycopg.DataError:  # a value it cannot write as SQL: the statement without values
+            return sql
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
+
     def is_usable(self) -> bool:
         connection = self.connection
         if connection is None or connection.closed or connection.broken:

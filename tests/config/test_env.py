@@ -117,3 +117,14 @@ def test_the_embedded_default_uses_the_simulator_account_and_smtp_sink(tmp_path)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["127.0.0.1", "AC" + "5" * 32]
+
+
+@pytest.mark.parametrize(("setting", "threshold"), [(None, "0"), ("true", "0"), ("false", "None")])
+def test_prepared_statements_are_on_unless_turned_off_for_a_pooler(setting, threshold):
+    env = PRODUCTION if setting is None else {**PRODUCTION, "DATABASE_PREPARED_STATEMENTS": setting}
+    code = "import config.settings as s; print(s.DATABASES['default'].get('OPTIONS', {}).get('prepare_threshold'))"
+
+    result = _import_settings(env, code)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == threshold
