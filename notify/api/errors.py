@@ -33,7 +33,10 @@ def register(api: NinjaAPI) -> None:
     @api.exception_handler(Throttled)
     def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
         # ninja adds Retry-After (whole seconds) to this response.
-        return respond(request, 429, "rate_limited", f"this service may make {settings.API_RATE_LIMIT} requests")
+        rate = settings.API_RATE_LIMIT
+        return respond(
+            request, 429, "rate_limited", f"this service may make {rate.limit} requests in any {rate.seconds} s"
+        )
 
     @api.exception_handler(TooManyAuthFailures)
     def auth_throttled(request: HttpRequest, exc: TooManyAuthFailures) -> HttpResponse:

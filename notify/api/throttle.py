@@ -1,33 +1,70 @@
 """Rate limits: each service gets ``API_RATE_LIMIT`` requests, whatever its token; each client
-address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token."""
+address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token.
+
+A service's requests are counted by the ``limits`` library in ``API_RATE_LIMIT_STORAGE``
+(Redis, when ``REDIS_CACHE_URL`` is set, so every web process counts together; this process's
+memory otherwise) over a moving window: at most the limit in any stretch of its period. Each
+request is one atomic step in the store (a script in Redis). The cache-backed throttle this
+replaces read the window's whole history, added to it and wrote it back: requests racing in
+several processes overwrote each other's counts (1,390 let through against a limit of 1,000 in
+``tests/api/test_service_rate_limit.py``), and every request moved a history as long as the limit.
+"""
+
+import threading
+import time
+from functools import cache
 
 from django.conf import settings
 from django.http import HttpRequest
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
 from ninja.errors import Throttled
-from ninja.throttling import SimpleRateThrottle
+from ninja.throttling import BaseThrottle
 
 from notify.models import ServiceToken
-from notify.ratelimit import FailureCount
+from notify.ratelimit import FailureCount, Rate
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
+NAMESPACE = "api-service"
 
 
 class TooManyAuthFailures(Throttled):
     """An address that sent too many requests without a valid token, refused before any lookup."""
 
 
-class PerService(SimpleRateThrottle):
+class PerService(BaseThrottle):
+    """``API_RATE_LIMIT`` requests per service, in any moving window of its period."""
+
     def __init__(self) -> None:
-        super().__init__(settings.API_RATE_LIMIT)
+        # One instance serves every request of the process, in several threads at once: what
+        # wait() needs of the request just refused is kept per thread.
+        self._refused = threading.local()
 
     def allow_request(self, request: HttpRequest) -> bool:
-        # Read the limit per request, not once at import: it is configuration, not code.
-        self.rate = settings.API_RATE_LIMIT
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request)
-
-    def get_cache_key(self, request: HttpRequest) -> str | None:
         token = getattr(request, "auth", None)
         if not isinstance(token, ServiceToken):
-            return None  # unauthenticated requests are refused before this matters
-        return f"api-throttle:{token.service}"
+            return True  # unauthenticated requests are refused before this matters
+        # Read per request, not once at import: they are configuration, not code.
+        limiter, item = limiter_for(settings.API_RATE_LIMIT_STORAGE), _item(settings.API_RATE_LIMIT)
+        if limiter.hit(item, NAMESPACE, token.service):
+            return True
+        self._refused.window = (limiter, item, token.service)
+        return False
+
+    def wait(self) -> float:
+        """Seconds until the oldest request counted in the window leaves it (Retry-After)."""
+        limiter, item, service = self._refused.window
+        stats = limiter.get_window_stats(item, NAMESPACE, service)
+        return max(0.0, float(stats.reset_time) - time.time())
+
+
+@cache
+def limiter_for(storage: str) -> MovingWindowRateLimiter:
+    """The limiter counting in ``storage`` (a ``limits`` storage URI), made once per process."""
+    return MovingWindowRateLimiter(storage_from_string(storage))
+
+
+@cache
+def _item(rate: Rate) -> RateLimitItem:
+    return RateLimitItemPerSecond(rate.limit, rate.seconds)

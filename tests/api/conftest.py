@@ -1,15 +1,21 @@
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 
+from notify.api.throttle import limiter_for
 from notify.clock import system_clock
 from notify.models import ServiceToken
 
 
 @pytest.fixture(autouse=True)
 def fresh_rate_limits():
-    cache.clear()
+    def forget() -> None:
+        cache.clear()
+        limiter_for(settings.API_RATE_LIMIT_STORAGE).storage.reset()
+
+    forget()
     yield
-    cache.clear()
+    forget()
 
 
 @pytest.fixture

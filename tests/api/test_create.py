@@ -6,6 +6,7 @@ import pytest
 import time_machine
 from django.test import Client
 
+from config.env import Rate
 from notify import tasks
 from notify.clock import system_clock
 from notify.models import Claim, Event, ServiceToken
@@ -246,7 +247,7 @@ def test_a_revoked_token_is_unauthorized(api, token):
 
 
 def test_a_service_over_its_rate_is_told_when_to_retry(api, settings):
-    settings.API_RATE_LIMIT = "2/min"
+    settings.API_RATE_LIMIT = Rate(2, 60)
     with time_machine.travel(system_clock.now(), tick=False):
         answers = [post(api, body()) for _ in range(3)]
 

@@ -53,7 +53,7 @@ def auth_probes_are_not_throttled(settings):
     # many times as they like; after API_AUTH_FAILURES_PER_CLIENT (30/min) the address would get
     # 429 instead of 401. That throttle has tests of its own (test_auth_throttle.py).
     settings.API_AUTH_FAILURES_PER_CLIENT = Rate(1_000_000, 60)
-    settings.API_RATE_LIMIT = "1000000/min"  # likewise the per-service limit (test_create.py tests it)
+    settings.API_RATE_LIMIT = Rate(1_000_000, 60)  # likewise the per-service limit (test_create.py tests it)
 
 
 @pytest.fixture(autouse=True)
