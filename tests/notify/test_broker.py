@@ -1,17 +1,20 @@
 """A step's wake-up on the broker: the message Celery itself would send, on the step queue.
 
 These talk to the configured broker (Redis under `make test`, the filesystem broker on the
-embedded default) and read back what was published with kombu, as a worker would.
+embedded default) and read back what was published with kombu, as a worker would; one talks
+to `make test`'s own RabbitMQ, where only the publish retry policy survives a closed connection.
 """
 
 import logging
 import os
+import subprocess
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 from django.conf import settings
+from kombu import Connection
 
 from config.celery import app
 from config.lanes import STEP_QUEUE
@@ -79,6 +82,42 @@ def test_a_wake_up_after_the_broker_dropped_the_connection_still_arrives(step_qu
     broker.publish_advance(EVENT_ID)
 
     assert [message.payload[0] for message in received(step_queue, 2)] == [[EVENT_ID], [EVENT_ID]]
+
+
+# make test's own RabbitMQ (deploy/test-services.sh): its connections may all be closed.
+TEST_AMQP = os.environ.get("TEST_AMQP", "")
+TEST_RABBITMQ_NODE = os.environ.get("TEST_RABBITMQ_NODE", "")
+
+
+@pytest.mark.skipif(not TEST_AMQP, reason="needs make test's own RabbitMQ (TEST_AMQP)")
+def test_a_wake_up_after_rabbitmq_closed_the_connection_still_arrives(monkeypatch):
+    # RabbitMQ closes a client's connection when it restarts, fails over, or an operator forces it.
+    # The next publish meets CONNECTION_FORCED: only the retry policy's reconnect delivers it (this
+    # fails with task_publish_retry off). The publishes run in a thread of their own, on a new
+    # producer for this broker.
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", TEST_AMQP)
+    with Connection(TEST_AMQP) as before:
+        before.SimpleQueue(STEP_QUEUE).clear()
+    failures = []
+
+    def publish_around_a_forced_close() -> None:
+        try:
+            broker.publish_advance(EVENT_ID)
+            node = ["-n", TEST_RABBITMQ_NODE] if TEST_RABBITMQ_NODE else []
+            subprocess.run(["rabbitmqctl", *node, "close_all_connections", "test"], check=True, capture_output=True)
+            broker.publish_advance(EVENT_ID)
+        except Exception as error:  # surfaced below
+            failures.append(error)
+
+    publisher = threading.Thread(target=publish_around_a_forced_close)
+    publisher.start()
+    publisher.join(timeout=60)
+
+    assert failures == []
+    with Connection(TEST_AMQP) as after:  # opened after the close, which would have closed it too
+        queue = after.SimpleQueue(STEP_QUEUE)
+        assert [message.payload[0] for message in received(queue, 2)] == [[EVENT_ID], [EVENT_ID]]
+        queue.close()
 
 
 def test_a_forked_child_publishes_on_a_connection_of_its_own(step_queue):
