@@ -226,9 +226,18 @@ API_RATE_LIMIT_STORAGE = _cache_url or "memory://"
 # its token is even looked up, so a flood of bad tokens costs no database query.
 API_AUTH_FAILURES_PER_CLIENT = env_rate("API_AUTH_FAILURES_PER_CLIENT", "30/min")
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("API_MAX_BODY_BYTES", 16 * 1024, minimum=1024)
+# How long a read of the cache's Redis (the API's rate limits, the login throttle) may wait, to
+# connect or for an answer: Redis answers in a millisecond, and a request should not hang on a
+# dead or stuck one. The API then goes on uncounted (notify/api/throttle.py).
+_cache_timeout = env_float("REDIS_CACHE_TIMEOUT", 0.25, minimum=0.01)
+REDIS_CACHE_OPTIONS = {"socket_connect_timeout": _cache_timeout, "socket_timeout": _cache_timeout}
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+            "OPTIONS": REDIS_CACHE_OPTIONS,
+        }
         if _cache_url
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

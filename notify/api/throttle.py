@@ -10,6 +10,7 @@ several processes overwrote each other's counts (1,390 let through against a lim
 ``tests/api/test_service_rate_limit.py``), and every request moved a history as long as the limit.
 """
 
+import logging
 import threading
 import time
 from functools import cache
@@ -17,6 +18,7 @@ from functools import cache
 from django.conf import settings
 from django.http import HttpRequest
 from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.errors import StorageError
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from ninja.errors import Throttled
@@ -26,6 +28,7 @@ from notify.models import ServiceToken
 from notify.ratelimit import FailureCount, Rate
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
+log = logging.getLogger("notify.api")
 NAMESPACE = "api-service"
 
 
@@ -47,7 +50,11 @@ class PerService(BaseThrottle):
             return True  # unauthenticated requests are refused before this matters
         # Read per request, not once at import: they are configuration, not code.
         limiter, item = limiter_for(settings.API_RATE_LIMIT_STORAGE), _item(settings.API_RATE_LIMIT)
-        if limiter.hit(item, NAMESPACE, token.service):
+        try:
+            if limiter.hit(item, NAMESPACE, token.service):
+                return True
+        except StorageError as error:
+            store_unavailable("service", error.storage_error)
             return True
         self._refused.window = (limiter, item, token.service)
         return False
@@ -55,14 +62,31 @@ class PerService(BaseThrottle):
     def wait(self) -> float:
         """Seconds until the oldest request counted in the window leaves it (Retry-After)."""
         limiter, item, service = self._refused.window
-        stats = limiter.get_window_stats(item, NAMESPACE, service)
-        return max(0.0, float(stats.reset_time) - time.time())
+        try:
+            reset_time = limiter.get_window_stats(item, NAMESPACE, service).reset_time
+        except StorageError as error:  # the count just refused this request: wait a whole period
+            store_unavailable("service", error.storage_error)
+            return float(item.get_expiry())
+        return max(0.0, float(reset_time) - time.time())
+
+
+def store_unavailable(limit: str, error: Exception) -> None:
+    """Let a request through uncounted, and say so: the store of the rate limits is down or slow.
+
+    As an unreachable broker costs a wake-up hint and not the request, a rate limit that cannot
+    be counted costs the count: a password reset refused, or held while a dead connection times
+    out, would cost the subscriber the reset. The waits are bounded by REDIS_CACHE_TIMEOUT.
+    """
+    log.warning("rate_limit_unavailable", extra={"limit": limit, "error": type(error).__name__})
 
 
 @cache
 def limiter_for(storage: str) -> MovingWindowRateLimiter:
-    """The limiter counting in ``storage`` (a ``limits`` storage URI), made once per process."""
-    return MovingWindowRateLimiter(storage_from_string(storage))
+    """The limiter counting in ``storage`` (a ``limits`` storage URI), made once per process.
+
+    Its errors come wrapped as ``StorageError`` whatever the store, and a Redis store waits at
+    most the cache's timeouts (REDIS_CACHE_OPTIONS) to connect or for an answer."""
+    return MovingWindowRateLimiter(storage_from_string(storage, wrap_exceptions=True, **settings.REDIS_CACHE_OPTIONS))
 
 
 @cache

@@ -1,0 +1,70 @@
+"""The API's rate limits live in Redis: when that Redis is down or hangs, a service's request goes
+through uncounted (logged), as an unreachable broker costs a wake-up hint, not the request.
+A reset refused, or held for as long as a dead connection takes to time out, would cost the
+subscriber the reset; a count missed for a while costs nothing that the limits protect."""
+
+import logging
+import socket
+import threading
+
+import pytest
+from django.conf import settings
+from django.db import connections
+from django.test import override_settings
+
+from tests.api.payloads import body, post
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP port that accepts connections and never answers: a Redis that hangs."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:  # closed at teardown
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    listener.close()
+    for connection in accepted:
+        connection.close()
+
+
+def counted_in(url: str) -> override_settings:
+    """Both rate limits counted in the Redis at ``url``, for the length of a with block (the
+    fixtures that clear the counts at teardown then see the usual store again)."""
+    backend, options = "django.core.cache.backends.redis.RedisCache", settings.REDIS_CACHE_OPTIONS
+    redis_cache = {"default": {"BACKEND": backend, "LOCATION": url, "OPTIONS": options}}
+    return override_settings(CACHES=redis_cache, API_RATE_LIMIT_STORAGE=url)
+
+
+def test_a_creation_goes_through_when_the_rate_limit_store_is_unreachable(api, policy, caplog):
+    with counted_in("redis://127.0.0.1:9/0"), caplog.at_level(logging.WARNING, logger="notify.api"):  # nothing on 9
+        answer = post(api, body())
+
+    assert answer.status_code == 201
+    warnings = [record for record in caplog.records if record.getMessage() == "rate_limit_unavailable"]
+    assert {record.limit for record in warnings} == {"auth_failures", "service"}
+
+
+def test_a_creation_goes_through_when_the_rate_limit_store_hangs(transactional_db, api, policy, silent_server):
+    answers = []
+
+    def send() -> None:
+        try:
+            answers.append(post(api, body()).status_code)
+        finally:
+            connections.close_all()  # this thread's own database connection
+
+    sender = threading.Thread(target=send)
+
+    with counted_in(silent_server):
+        sender.start()
+        sender.join(timeout=30)  # without a timeout on the store's socket, it would wait for ever
+
+    assert answers == [201]
