@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_login_failed
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
-from django.test import Client
+from django.test import Client, override_settings
 
 from config.env import Rate
 from tests.conftest import T0
@@ -164,3 +164,16 @@ def test_an_operator_can_lift_an_account_throttle_before_the_window_ends(respond
 def test_lifting_needs_an_account_or_an_address(db):
     with pytest.raises(CommandError, match="--account, --address"):
         call_command("unthrottle_login")
+
+
+def test_with_the_counts_store_down_a_login_fails_closed(responder):
+    # The API goes on uncounted when its Redis is down (tests/api/test_rate_limit_store_down.py);
+    # a login does not: the throttle guards people's passwords, and a guesser could wait for this.
+    down = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:9/0"}}
+    with override_settings(CACHES=down):
+        answer = Client(raise_request_exception=False).post(
+            CONSOLE, {"username": "rita", "password": PASSWORD}, REMOTE_ADDR="10.0.0.1"
+        )
+
+    assert answer.status_code == 500
+    assert "_auth_user_id" not in answer.wsgi_request.session
