@@ -4,9 +4,8 @@ from datetime import timedelta
 
 from django.http import HttpRequest
 from ninja.security import HttpBearer
-from redis import RedisError
 
-from notify.api.throttle import AUTH_FAILURES, TooManyAuthFailures, store_unavailable
+from notify.api.throttle import AUTH_FAILURES, TooManyAuthFailures, counted
 from notify.clock import current_clock
 from notify.models import ServiceToken
 from notify.models.service_token import digest
@@ -29,20 +28,14 @@ class ServiceTokenAuth(HttpBearer):
         3. A missing, unknown or revoked token counts against the address.
         """
         address = client_address(request)
-        try:
-            wait = AUTH_FAILURES.retry_after(address)
-        except RedisError as error:  # counted in Redis, which is down or slow: look the token up
-            store_unavailable("auth_failures", error)
-            wait = None
+        # Counted in Redis, which may be down or slow: then the token is looked up all the same.
+        wait = counted("auth_failures", lambda: AUTH_FAILURES.retry_after(address), otherwise=None)
         if wait is not None:
             raise TooManyAuthFailures(wait)
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         found = self.authenticate(request, token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if found is None:
-            try:
-                AUTH_FAILURES.add(address)
-            except RedisError as error:
-                store_unavailable("auth_failures", error)
+            counted("auth_failures", lambda: AUTH_FAILURES.add(address), otherwise=None)
         return found
 
     def authenticate(self, request: HttpRequest, token: str) -> ServiceToken | None:

@@ -6,13 +6,23 @@ subscriber the reset; a count missed for a while costs nothing that the limits p
 import logging
 import socket
 import threading
+from datetime import timedelta
+from typing import NamedTuple
 
 import pytest
+import time_machine
 from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
+from notify.api.throttle import STORE_RETRY_SECONDS
+from notify.clock import system_clock
 from tests.api.payloads import body, post
+
+
+class SilentServer(NamedTuple):
+    url: str
+    accepted: list[socket.socket]  # every connection a client opened to it
 
 
 @pytest.fixture
@@ -29,7 +39,7 @@ def silent_server():
                 return
 
     threading.Thread(target=accept, daemon=True).start()
-    yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    yield SilentServer(f"redis://127.0.0.1:{listener.getsockname()[1]}/0", accepted)
     listener.close()
     for connection in accepted:
         connection.close()
@@ -63,8 +73,24 @@ def test_a_creation_goes_through_when_the_rate_limit_store_hangs(transactional_d
 
     sender = threading.Thread(target=send)
 
-    with counted_in(silent_server):
+    with counted_in(silent_server.url):
         sender.start()
         sender.join(timeout=30)  # without a timeout on the store's socket, it would wait for ever
 
     assert answers == [201]
+
+
+def test_while_the_store_hangs_a_process_asks_it_once_then_goes_on_without_waiting(api, policy, silent_server):
+    # Each ask waits out REDIS_CACHE_TIMEOUT: asked by every request, twice, a stuck Redis held
+    # each request half a second, and the web's threads served a few dozen a second. After one
+    # failure the process stops asking (no new connection reaches the server) until
+    # STORE_RETRY_SECONDS have passed; then one request asks again.
+    with counted_in(silent_server.url), time_machine.travel(system_clock.now()) as traveller:
+        answers = [post(api, body()).status_code for _ in range(10)]
+        asked_while_open = len(silent_server.accepted)
+        traveller.shift(timedelta(seconds=STORE_RETRY_SECONDS + 1))
+        answers.append(post(api, body()).status_code)
+
+    assert answers == [201] * 11
+    assert asked_while_open == 1
+    assert len(silent_server.accepted) == 2
