@@ -29,7 +29,7 @@ TEST_ENV := DJANGO_SECRET_KEY=test-only-secret-key-not-for-production \
 	EMAIL_HOST=127.0.0.1 \
 	PUBLIC_BASE_URL=http://127.0.0.1:8000
 
-.PHONY: install system-packages lint typecheck test test-suites test-postgres test-sqlite bench chaos chaos-short demo clean
+.PHONY: install native system-packages lint typecheck test test-suites test-postgres test-sqlite bench chaos chaos-short demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,7 +43,12 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
-install: $(STAMP) $(NODE_STAMP)
+install: $(STAMP) $(NODE_STAMP) native
+
+# The decision code compiled with mypyc beside its source (config/native.py): a no-op while the
+# compiled copies are current. Without them (or with NOTIFY_NATIVE=false) the sources run.
+native: $(STAMP)
+	$(BIN)/python -c 'from config import native; native.build()'
 
 # Debian packages the tests use: Chromium, promtool, amtool, and the PostgreSQL, Redis and
 # RabbitMQ servers the tests start throwaway instances of.
@@ -57,32 +62,32 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-test-postgres: $(STAMP) $(NODE_STAMP)
+test-postgres: $(STAMP) $(NODE_STAMP) native
 	$(TEST_ENV) DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS)/15 $(BIN)/pytest
 
 # The embedded default must stay honest: the core runs on SQLite too (without the
 # PostgreSQL-only concurrency proofs), in a scratch var/ so it never touches the demo's.
-test-sqlite: $(STAMP)
+test-sqlite: $(STAMP) native
 	rm -rf var/test-sqlite
 	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies tests/runbook
 
 # The short chaos runs: a few hundred events under faults on Redis, fewer on RabbitMQ, a few
 # minutes in all (CI runs them too).
-chaos-short: $(STAMP)
+chaos-short: $(STAMP) native
 	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos --events 300 --rate 10 --workers 3
 	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos --events 150 --rate 10 --workers 3 --broker rabbitmq
 
 # Everything, on throwaway PostgreSQL, Redis and RabbitMQ servers of its own (started and
 # removed by deploy/test-services.sh; a server given as TEST_POSTGRES, TEST_REDIS or TEST_AMQP
 # is used instead).
-test: system-packages lint typecheck
+test: system-packages lint typecheck native
 	deploy/test-services.sh run $(MAKE) --no-print-directory test-suites
 
 test-suites: test-postgres test-sqlite chaos-short
 
 # The benchmark's own process publishes to the Redis database the API benchmark's server uses
 # (bench/api.py, BROKER), so that a creation's parts are timed against the broker they name.
-bench: $(STAMP)
+bench: $(STAMP) native
 	$(TEST_ENV) DATABASE_URL=$(BENCH_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS)/14 $(BIN)/python -m bench.run $(BENCH)
 
 # Events through real workers, beat, web and the simulator on PostgreSQL, with Redis and then
@@ -90,14 +95,16 @@ bench: $(STAMP)
 # the relay crawls and two workers' clocks are 30 s off; then the invariants.
 # CHAOS_ARGS, e.g. "--events 300 --rate 10", makes shorter runs. NB: restarts the local Redis
 # and RabbitMQ.
-chaos: $(STAMP)
+chaos: $(STAMP) native
 	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos $(CHAOS_ARGS)
 	$(TEST_ENV) $(CHAOS_SERVICES) $(BIN)/python -m bench.chaos --events 1000 --broker rabbitmq $(CHAOS_ARGS)
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.
-demo: $(STAMP)
+demo: $(STAMP) native
 	PATH="$(abspath $(BIN)):$$PATH" deploy/demo.sh
 
 clean:
-	rm -rf var/test-sqlite .mypy_cache .ruff_cache .pytest_cache
+	rm -rf var/test-sqlite .mypy_cache .ruff_cache .pytest_cache build
+	find notify runbook -name '*.so' -delete
+	rm -f ./*__mypyc.*

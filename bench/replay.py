@@ -3,7 +3,8 @@
 The records come from the seeded generator (production-shaped: both regions, heavy
 tails, lost receipts), each replayed once against its region's active policy, in
 this one process. The ceiling is the same process only reading and validating the
-same file: what the replay costs beyond getting the records in.
+same file: what the replay costs beyond getting the records in. The decision code runs compiled
+where ``make native`` built it (config/native.py), and the line printed says which form ran.
 """
 
 import tempfile
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from django.core.management import call_command
 
-from runbook.replay import run, timings
+from runbook.replay import run, simulate, timings
 from runbook.replay.generate import generate
 
 RECORDS = 1_000_000
@@ -40,5 +41,6 @@ def run_bench() -> Rates:
         replay_rate = RECORDS / (time.perf_counter() - begun)
     events = sum(counts.events for candidates in results.values() for counts in candidates.values())
     assert events == RECORDS, events
-    print(f"  read and validated {read_rate:,.0f} records/s; replayed {replay_rate:,.0f} records/s")
+    form = "compiled" if simulate.__file__ and not simulate.__file__.endswith(".py") else "interpreted (make native)"
+    print(f"  read and validated {read_rate:,.0f} records/s; replayed {replay_rate:,.0f} records/s ({form})")
     return Rates(replay_rate, read_rate)

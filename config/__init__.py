@@ -1,3 +1,9 @@
-from config.celery import app as celery_app
+# First, before anything imports the decision code: its compiled copies, or its sources where a
+# copy is not current (config.native).
+from config import native
+
+native.choose()
+
+from config.celery import app as celery_app  # noqa: E402 (after the choice above, on purpose)
 
 __all__ = ["celery_app"]

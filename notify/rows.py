@@ -144,6 +144,14 @@ def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
     return Loaded(event, first[1], first[2], policy_version(first[8]), claims)
 
 
+class TransitionRaceError(RuntimeError):
+    """Raised when a write lost more races than the table allows: a bug, not contention.
+
+    Here, not in ``notify.transitions`` which raises it: that module is compiled (config.native),
+    and mypyc compiles no subclass of a built-in exception.
+    """
+
+
 class ClaimMove(NamedTuple):
     """Move the event's claim on ``channel`` to new values, only from one of ``predecessors``."""
 

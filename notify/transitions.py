@@ -77,10 +77,6 @@ class ObservationInput(NamedTuple):
     attempt_started_at: datetime | None = None
 
 
-class TransitionRaceError(RuntimeError):
-    """Raised when a write lost more races than the table allows: a bug, not contention."""
-
-
 class Change(NamedTuple):
     """A transition to attempt, and the channel it claims, if any."""
 
@@ -343,7 +339,7 @@ def _apply(
                     evidence = _observation_row(event_id, observation, now, actor, Effect.CONFLICT)
                     rows.insert("notify_observation", evidence)
                 return Outcome(Effect.CONFLICT, loaded)
-        change = plan(loaded)
+        change: Change | None = plan(loaded)  # annotated: mypyc (config.native) cannot infer it
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
         write, handed_back, wake_at = _hand_back(write, after, now, hand_back)
         if rows.commit(write):
@@ -364,7 +360,7 @@ def _apply(
             )
             return Outcome(Effect.APPLIED, after, handed_back, wake_at)
         loaded = None
-    raise TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
+    raise rows.TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
 
 
 def _hand_back(

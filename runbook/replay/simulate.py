@@ -173,32 +173,38 @@ class Outcome:
 Traced = tuple[rows.Loaded, machine.Decision, datetime]
 
 
-@dataclass(slots=True)
 class _Sim:
-    timing: Timing
-    policy: PolicyVersion
-    shared: Shared
-    provider: Provider
-    # The shared point the record is at; None once its steps leave what the run keeps.
-    point: _Point | None
-    loaded: rows.Loaded
-    decision: machine.Decision
-    # The simulated clock: the time of the last thing that happened.
-    now: datetime = EPOCH
-    # When the stored schedule was last written: a page can fire from here on.
-    segment_start: datetime = EPOCH
-    # Provider-side facts waiting to happen: (time, order, observation).
-    facts: list[tuple[datetime, int, Observation]] = field(default_factory=list)
-    sms_accepted_at: datetime | None = None  # when the provider has the message
-    sms_attempt_started_at: datetime = EPOCH  # when the current SMS submit began (the claim's)
-    # When a channel first reached an outcome: an expiry is judged by whether this came by then.
-    outcome_at: datetime | None = None
-    # A terminal receipt whose callback was lost: (from when the provider's status shows it, status).
-    polled_receipt: tuple[datetime, Normalized] | None = None
-    email_attempts: int = 0
-    scheduled: int = 0  # ties between facts at the same time go in the order they were made
-    outcome: Outcome = field(default_factory=lambda: Outcome(State.SMS_REQUESTED))
-    trace: list[Traced] | None = None  # every step, when traced (``simulate.trace``)
+    """One record's replay in progress.
+
+    A plain class with its own ``__init__``, not a dataclass: compiled (config.native), a
+    dataclass's generated ``__init__`` stays interpreted, and this one runs once per record.
+    """
+
+    def __init__(self, timing: Timing, policy: PolicyVersion, shared: Shared, opening: _Point) -> None:
+        self.timing = timing
+        self.policy = policy
+        self.shared = shared
+        self.provider = shared.provider
+        # The shared point the record is at; None once its steps leave what the run keeps.
+        self.point: _Point | None = opening
+        self.loaded = opening.loaded
+        self.decision = opening.decision
+        # The simulated clock: the time of the last thing that happened.
+        self.now = EPOCH
+        # When the stored schedule was last written: a page can fire from here on.
+        self.segment_start = EPOCH
+        # Provider-side facts waiting to happen: (time, order, observation).
+        self.facts: list[tuple[datetime, int, Observation]] = []
+        self.sms_accepted_at: datetime | None = None  # when the provider has the message
+        self.sms_attempt_started_at = EPOCH  # when the current SMS submit began (the claim's)
+        # When a channel first reached an outcome: an expiry is judged by whether this came by then.
+        self.outcome_at: datetime | None = None
+        # A terminal receipt whose callback was lost: (from when the provider's status shows it, status).
+        self.polled_receipt: tuple[datetime, Normalized] | None = None
+        self.email_attempts = 0
+        self.scheduled = 0  # ties between facts at the same time go in the order they were made
+        self.outcome = Outcome(State.SMS_REQUESTED)
+        self.trace: list[Traced] | None = None  # every step, when traced (``simulate.trace``)
 
     def trace_step(self) -> None:
         if self.trace is not None:
@@ -247,7 +253,7 @@ def _replayed(timing: Timing, policy: PolicyVersion, shared: Shared, trace: list
 
 def _start(timing: Timing, policy: PolicyVersion, shared: Shared) -> _Sim:
     opening = shared.opening(timing, policy)
-    sim = _Sim(timing, policy, shared, shared.provider, opening, opening.loaded, opening.decision)
+    sim = _Sim(timing, policy, shared, opening)
     state = opening.loaded.event.state
     sim.outcome.states.append(str(state))
     if state == State.EMAIL_CLAIMED:
