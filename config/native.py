@@ -103,12 +103,17 @@ def choose(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
 
 def build(run: Callable[..., object] = subprocess.run) -> None:
     """Compile ``MODULES`` in place with mypyc, unless every copy is already the current compilation."""
+    stamp = ROOT / STAMP
+    built = json.loads(stamp.read_text()) if stamp.exists() else {}
     digests = {module: _digest(source(module)) for module in MODULES}  # before: an edit during the build shows as stale
-    if all(compiled(module) for module in MODULES) and not stale():
+    if built == digests and all(compiled(module) for module in MODULES):
         print(f"native: {', '.join(MODULES)} up to date")
         return
-    for path in [*(path for module in MODULES for path in compiled(module)), *ROOT.glob("*__mypyc.*")]:
-        path.unlink()  # the modules' copies and the runtime library they share, built anew together
+    # Every copy goes, those of modules compiled before and no longer listed too (nothing would
+    # check them), with the runtime library they shared: all are built anew together.
+    old = {*MODULES, *built}
+    for path in [*(path for module in old for path in compiled(module)), *ROOT.glob("*__mypyc.*")]:
+        path.unlink()
     # mypyc type-checks with the project's mypy configuration (django-stubs included), then
     # writes the C, its objects (under build/) and the extension modules beside the sources.
     sources = [str(source(module).relative_to(ROOT)) for module in MODULES]
@@ -116,6 +121,6 @@ def build(run: Callable[..., object] = subprocess.run) -> None:
     missing = [module for module in MODULES if not compiled(module)]
     if missing:
         raise SystemExit(f"native: mypyc built no extension module for {', '.join(missing)}")
-    (ROOT / STAMP).parent.mkdir(exist_ok=True)
-    (ROOT / STAMP).write_text(json.dumps(digests, indent=1) + "\n")
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.write_text(json.dumps(digests, indent=1) + "\n")
     print(f"native: compiled {', '.join(MODULES)}")
