@@ -11,7 +11,7 @@ comes while the backlog is on.
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bench.stats import spread
@@ -68,6 +68,10 @@ class Backlog:
     def holds(self, moment: datetime) -> bool:
         return self.started <= moment and (self.ended is None or moment <= self.ended)
 
+    def span(self) -> tuple[datetime, datetime]:
+        """The stall as the paging audit takes it: a backlog never resumed lasts for ever."""
+        return self.started, self.ended or datetime.max.replace(tzinfo=UTC)
+
 
 def received(log: Iterable[PagerLogEntry]) -> list["Received"]:
     # Imported here: Django is set up only once the run has chosen its database.
@@ -120,7 +124,10 @@ def verdict(
         ),
     }
     in_flight = timedelta(seconds=PAGER_TIMEOUT_SECONDS + 1)
-    violations = [violation.__dict__ for violation in page_audit.check(received(log), in_flight=in_flight)]
+    # An outcome a paused step had observed lands only when the backlog ends: the audit dates that end so.
+    stalls = [backlog.span() for backlog in backlogs]
+    checked = page_audit.check(received(log), in_flight=in_flight, stalls=stalls)
+    violations = [violation.__dict__ for violation in checked]
     violations += _proof_violations(block, lateness)
     return block, violations
 

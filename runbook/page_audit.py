@@ -4,7 +4,8 @@ Used by the chaos run and the paging proofs, with the log a PagerDuty stand-in k
 every message it was sent (``Received``). Against the ``Page`` rows and their events:
 
 - ``duplicate_trigger``: a trigger accepted more than once for one event (one page per event);
-- ``trigger_after_end``: a trigger that reached the pager after its event had ended;
+- ``trigger_after_end``: a trigger that reached the pager after its event had ended (in the
+  database: see ``end_known_at``);
 - ``undelivered_trigger``: a page of an event still open whose trigger never landed;
 - ``unresolved_page``: an ended event whose trigger landed (or may have) without a resolve accepted.
 
@@ -13,7 +14,7 @@ it, as a load balancer in front of a pager that is down would.
 """
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,8 +49,35 @@ def outbox_drained() -> bool:
     return not owed and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
 
 
-def check(received: Iterable[Received], *, in_flight: timedelta) -> list[Violation]:
-    """The paging invariants; ``in_flight`` is how long after its claim a trigger may still arrive."""
+def end_known_at(
+    observed_at: datetime, resolved_at: datetime | None, stalls: Sequence[tuple[datetime, datetime]], slack: timedelta
+) -> datetime:
+    """When the database could first have known that an event ended at ``observed_at`` (its ``state_entered_at``).
+
+    An end is dated by when its outcome was observed, and its write lands milliseconds later:
+    normally the same moment. Not when the worker that observed it was stopped in between
+    (``stalls``: spans in which the step workers did not run at all, as in the chaos run's
+    SIGSTOP backlog): its write lands only once the worker runs again, dated still by the
+    observation, and until then the event is open in the database and past its budget, so
+    the deliverer's trigger is right. An end observed in a stall, or within ``slack`` before
+    it, counts from the stall's end; or from the page's resolve (``resolved_at``, stamped by
+    the evaluator once it saw the end) if that came first, as when a writer that was not
+    stopped (the sweeper, a callback) ended the event during the stall.
+    """
+    for start, end in stalls:
+        if start - slack <= observed_at <= end:
+            known = end if resolved_at is None else min(end, resolved_at)
+            return max(observed_at, known)
+    return observed_at
+
+
+def check(
+    received: Iterable[Received], *, in_flight: timedelta, stalls: Sequence[tuple[datetime, datetime]] = ()
+) -> list[Violation]:
+    """The paging invariants; ``in_flight`` is how long after its claim a trigger may still arrive.
+
+    ``stalls``: spans in which the step workers were stopped (``end_known_at``).
+    """
     received = list(received)
     accepted = Counter((message.action, message.dedup_key) for message in received if message.status == ACCEPTED)
     last_trigger: dict[str, datetime] = {}
@@ -58,10 +86,13 @@ def check(received: Iterable[Received], *, in_flight: timedelta) -> list[Violati
             last_trigger[message.dedup_key] = message.at
     violations = []
     pages = Page.objects.filter(mode=PageMode.PAGE).select_related("event")
-    for page in pages.only("event_id", "trigger_uncertain", "event__act_by", "event__state_entered_at"):
+    fields = ("event_id", "trigger_uncertain", "resolved_at", "event__act_by", "event__state_entered_at")
+    for page in pages.only(*fields):
         event_id, event = page.event_id, page.event
         triggers = accepted["trigger", event_id]
-        ended_at = event.state_entered_at if event.act_by is None else None
+        ended_at = (
+            end_known_at(event.state_entered_at, page.resolved_at, stalls, in_flight) if event.act_by is None else None
+        )
         if triggers > 1:
             violations.append(Violation("duplicate_trigger", event_id, f"{triggers} triggers accepted"))
         arrived = last_trigger.get(event_id)
