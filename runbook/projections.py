@@ -25,7 +25,7 @@ from runbook.models import Projection
 from runbook.replay import generate, report
 from runbook.replay.export import export
 from runbook.replay.report import Candidate, Counts, Target
-from runbook.replay.simulate import Shared, simulate
+from runbook.replay.simulate import Shared, collector_paused, simulate
 from runbook.replay.timings import Timing
 
 log = logging.getLogger("runbook.projections")
@@ -124,9 +124,10 @@ def compute(policy_id: int, now: datetime) -> Projection | None:
     records, generated, note = _records(policy.region, now - window, window)
     counts = {name: Counts() for name, _ in [*compared, ("draft", policy)]}
     shared = Shared()
-    for record in records:
-        for name, candidate in [*compared, ("draft", policy)]:
-            counts[name].add(simulate(record, candidate, shared))
+    with collector_paused():
+        for record in records:
+            for name, candidate in [*compared, ("draft", policy)]:
+                counts[name].add(simulate(record, candidate, shared))
     figures = {name: report.figures(found) for name, found in counts.items()}
     broken = [str(target) for target in targets(policy.region) if not target.met(counts["draft"])]
     labels = {"published": str(published) if published else "", "draft": str(policy)}

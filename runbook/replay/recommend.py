@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from policies.models import PolicyVersion
 from runbook.replay import run
 from runbook.replay.report import Candidate, Counts, Target
-from runbook.replay.simulate import Shared, simulate
+from runbook.replay.simulate import Shared, collector_paused, simulate
 from runbook.replay.timings import Timing
 
 SEARCHABLE = ("sms_budget", "fallback_reserve", "page_margin")
@@ -112,8 +112,9 @@ def _policy(field: str, base: PolicyVersion, value: float) -> PolicyVersion | No
 
 def _replay(records: Sequence[Timing], policy: PolicyVersion) -> Counts:
     counts, shared = Counts(), Shared()
-    for record in records:
-        counts.add(simulate(record, policy, shared))
+    with collector_paused():
+        for record in records:
+            counts.add(simulate(record, policy, shared))
     return counts
 
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from policies.models import PolicyVersion, Status
 from runbook.replay import report, timings
 from runbook.replay.report import Candidate, Counts, Results, Target
-from runbook.replay.simulate import Shared, simulate
+from runbook.replay.simulate import Shared, collector_paused, simulate
 
 # Fields --vary accepts: those the replayed decisions read (durations in seconds). Lease and
 # retention settings change nothing a replay can see, so they are refused, not ignored.
@@ -120,12 +120,13 @@ def replay(
 ) -> Results:
     results: Results = {name: {candidate: Counts() for candidate, _ in listed} for name, listed in policies.items()}
     shared = Shared()
-    for timing in progress(timings.read(path)):
-        if region is not None and timing.region != region:
-            continue
-        counts = results[timing.region]
-        for candidate, policy in policies[timing.region]:
-            counts[candidate].add(simulate(timing, policy, shared))
+    with collector_paused():
+        for timing in progress(timings.read(path)):
+            if region is not None and timing.region != region:
+                continue
+            counts = results[timing.region]
+            for candidate, policy in policies[timing.region]:
+                counts[candidate].add(simulate(timing, policy, shared))
     return results
 
 
