@@ -340,6 +340,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# How long a wake-up's publish may wait on the broker, to connect or for an answer, per attempt
+# (Celery's publish retry policy makes four): a hint must not hold a creation's request, or a
+# worker's thread, on a broker that accepts connections and never answers. A stopped Redis held a
+# publish for ever (measured). After a publish that failed, a process sends no wake-up for
+# NOTIFY_BROKER_RETRY_SECONDS: the sweeper enqueues those events (notify/tasks.py).
+NOTIFY_BROKER_PUBLISH_TIMEOUT = env_float("NOTIFY_BROKER_PUBLISH_TIMEOUT", 0.5, minimum=0.01)
+NOTIFY_BROKER_RETRY_SECONDS = env_float("NOTIFY_BROKER_RETRY_SECONDS", 5.0, minimum=0.1)
 # Celery's Django fixup closes the database connection around every task unless this is
 # set: a new PostgreSQL connection per step took a quarter of a worker's time under load
 # (py-spy, bench e2e-profile). Kept instead, and recycled after this many tasks;

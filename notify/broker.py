@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from celery import current_app as app
 from celery.utils import uuid
+from django.conf import settings
 from kombu import Connection, Producer
 
 ADVANCE = "notify.advance"
@@ -63,7 +64,12 @@ def _producer() -> Producer:
     # would be one socket written by two processes, so a child opens its own.
     producer = _publisher.producer
     if producer is None or _publisher.pid != os.getpid():
-        connection: Connection = app.connection_for_write()
+        # Bounded: a broker that accepts connections and never answers held a publish (and with
+        # it a creation's request or a worker's thread) for ever. Only this connection's, not the
+        # consumers' (a worker's blocking read of its queue waits on purpose).
+        timeout = settings.NOTIFY_BROKER_PUBLISH_TIMEOUT
+        bounds = {"socket_timeout": timeout, "socket_connect_timeout": timeout}  # Redis's; AMQP's is connect_timeout
+        connection: Connection = app.connection_for_write(connect_timeout=timeout, transport_options=bounds)
         conf = _settings()
         producer = Producer(connection, serializer=conf.serializer)
         # The step queue declared once per connection (RabbitMQ drops a message sent to a

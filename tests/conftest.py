@@ -1,8 +1,12 @@
+import socket
+import threading
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import pytest
 from django.db import connection
 
+from notify import tasks
 from notify.clock import FakeClock
 from policies import cache as policy_cache
 from tests.factories import PolicyVersionFactory
@@ -16,6 +20,37 @@ def _forget_cached_policies():
     # The caches rely on primary keys never being reused; a test's rolled-back transaction
     # (SQLite's sequence included) can reuse them, so each test starts with them empty.
     policy_cache.forget()
+
+
+@pytest.fixture(autouse=True)
+def _wake_ups_sent_afresh():
+    yield
+    tasks._publishing.cache_clear()  # a broker a test made fail is tried afresh by the next
+
+
+class SilentServer(NamedTuple):
+    url: str
+    accepted: list[socket.socket]  # every connection a client opened to it
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP port that accepts connections and never answers: a Redis (or any server) that hangs."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:  # closed at teardown
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield SilentServer(f"redis://127.0.0.1:{listener.getsockname()[1]}/0", accepted)
+    listener.close()
+    for client in accepted:
+        client.close()
 
 
 @pytest.fixture

@@ -4,45 +4,15 @@ A reset refused, or held for as long as a dead connection takes to time out, wou
 subscriber the reset; a count missed for a while costs nothing that the limits protect."""
 
 import logging
-import socket
-import threading
 from datetime import timedelta
-from typing import NamedTuple
 
-import pytest
 import time_machine
 from django.conf import settings
-from django.db import connections
 from django.test import override_settings
 
 from notify.api.throttle import STORE_RETRY_SECONDS
 from notify.clock import system_clock
-from tests.api.payloads import body, post
-
-
-class SilentServer(NamedTuple):
-    url: str
-    accepted: list[socket.socket]  # every connection a client opened to it
-
-
-@pytest.fixture
-def silent_server():
-    """A TCP port that accepts connections and never answers: a Redis that hangs."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    accepted = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:  # closed at teardown
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield SilentServer(f"redis://127.0.0.1:{listener.getsockname()[1]}/0", accepted)
-    listener.close()
-    for connection in accepted:
-        connection.close()
+from tests.api.payloads import body, post, statuses_from_a_thread
 
 
 def counted_in(url: str) -> override_settings:
@@ -63,21 +33,9 @@ def test_a_creation_goes_through_when_the_rate_limit_store_is_unreachable(api, p
 
 
 def test_a_creation_goes_through_when_the_rate_limit_store_hangs(transactional_db, api, policy, silent_server):
-    answers = []
-
-    def send() -> None:
-        try:
-            answers.append(post(api, body()).status_code)
-        finally:
-            connections.close_all()  # this thread's own database connection
-
-    sender = threading.Thread(target=send)
-
     with counted_in(silent_server.url):
-        sender.start()
-        sender.join(timeout=30)  # without a timeout on the store's socket, it would wait for ever
-
-    assert answers == [201]
+        # Without a timeout on the store's socket, the request would wait for ever.
+        assert statuses_from_a_thread(api, body()) == [201]
 
 
 def test_while_the_store_hangs_a_process_asks_it_once_then_goes_on_without_waiting(api, policy, silent_server):

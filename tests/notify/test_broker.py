@@ -156,3 +156,28 @@ def test_an_unreachable_broker_costs_the_hint_not_the_request(monkeypatch, caplo
     (record,) = [record for record in caplog.records if record.getMessage() == "wake_up_not_sent"]
     assert record.event_id == EVENT_ID
     assert record.error == "OperationalError"
+
+
+def test_a_broker_that_never_answers_costs_the_hint_not_the_request(monkeypatch, caplog, silent_server):
+    # A Redis that accepts connections and never answers (stopped, or wedged): the first wake-up
+    # waits out NOTIFY_BROKER_PUBLISH_TIMEOUT and is lost (the sweeper finds the event later);
+    # the next ones are not even tried for NOTIFY_BROKER_RETRY_SECONDS. Without the timeout the
+    # first held its caller for ever; without the breaker each one waited out the timeout again.
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", silent_server.url)
+    returned = []
+
+    def send_three() -> None:
+        for _ in range(3):
+            tasks.send(EVENT_ID)
+            returned.append(True)
+
+    sender = threading.Thread(target=send_three)  # a thread of its own: a producer of its own
+
+    with caplog.at_level(logging.WARNING, logger="notify.tasks"):
+        sender.start()
+        sender.join(timeout=30)
+
+    assert returned == [True, True, True]
+    errors = [record.error for record in caplog.records if record.getMessage() == "wake_up_not_sent"]
+    assert errors == ["OperationalError", "CircuitBreakerError", "CircuitBreakerError"]
+    assert len(silent_server.accepted) == 1  # the broker was asked once
