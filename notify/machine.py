@@ -309,7 +309,7 @@ def decide(event: EventFacts, claims: Mapping[Channel, ClaimFacts], policy: Poli
     if due >= event.expires_at:
         # Nothing scheduled can still happen in time: the next thing to happen is expiry.
         return Decision(NextAction.EXPIRE, event.expires_at, deadline)
-    return Decision(action, due, deadline)
+    return tuple.__new__(Decision, (action, due, deadline))  # not Decision(...): see transitions.advance
 
 
 def _next_step(

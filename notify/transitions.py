@@ -181,11 +181,14 @@ def advance(
                 str(claim_move.fields["state"]),
                 claim_move.fields.get("next_attempt_at"),  # type: ignore[arg-type]
             )
-    after = machine.EventSnapshot(
-        state, event.created_at, event.expires_at, entered, observed, event.fallback_available
-    )
+    # Built with tuple.__new__, the fields in their order: a NamedTuple's own __new__ is a Python
+    # function (collections makes it with eval) that compiled code (config.native) pays a frame
+    # for, and this runs on every step of the worker and of every replayed record.
+    fields = (state, event.created_at, event.expires_at, entered, observed, event.fallback_available)
+    after = tuple.__new__(machine.EventSnapshot, fields)
     decision = machine.decide(after, claims, loaded.policy, now)
-    return Advanced(rows.Loaded(after, version, loaded.lease_token, loaded.policy, claims), decision, claim_move)
+    loaded_after = tuple.__new__(rows.Loaded, (after, version, loaded.lease_token, loaded.policy, claims))
+    return tuple.__new__(Advanced, (loaded_after, decision, claim_move))
 
 
 def record_observation(

@@ -502,7 +502,10 @@ def _keep(sim: _Sim, key: tuple[object, ...], entered: str | None) -> None:
         sim.point = None
         return
     # Read-only from here: other records take this point as it is, so none may change its claims.
-    sim.loaded = sim.loaded._replace(claims=MappingProxyType(sim.loaded.claims))
+    # (Built anew rather than with _replace, which is interpreted Python even here: config.native.)
+    loaded = sim.loaded
+    claims = MappingProxyType(loaded.claims)
+    sim.loaded = rows.Loaded(loaded.event, loaded.version, loaded.lease_token, loaded.policy, claims)
     reached = _Point(sim.loaded, sim.decision)
     point.steps[key] = _Step(reached, entered, sim.outcome.paged, sim.outcome.page_without_action)
     shared.points += 1
