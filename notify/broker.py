@@ -64,12 +64,7 @@ def _producer() -> Producer:
     # would be one socket written by two processes, so a child opens its own.
     producer = _publisher.producer
     if producer is None or _publisher.pid != os.getpid():
-        # Bounded: a broker that accepts connections and never answers held a publish (and with
-        # it a creation's request or a worker's thread) for ever. Only this connection's, not the
-        # consumers' (a worker's blocking read of its queue waits on purpose).
-        timeout = settings.NOTIFY_BROKER_PUBLISH_TIMEOUT
-        bounds = {"socket_timeout": timeout, "socket_connect_timeout": timeout}  # Redis's; AMQP's is connect_timeout
-        connection: Connection = app.connection_for_write(connect_timeout=timeout, transport_options=bounds)
+        connection = bounded_connection()
         conf = _settings()
         producer = Producer(connection, serializer=conf.serializer)
         # The step queue declared once per connection (RabbitMQ drops a message sent to a
@@ -77,6 +72,19 @@ def _producer() -> Producer:
         producer.maybe_declare(app.amqp.queues[conf.queue], retry=conf.retry, **conf.retry_policy)
         _publisher.producer, _publisher.pid = producer, os.getpid()
     return producer
+
+
+def bounded_connection() -> Connection:
+    """A connection to publish on, whose every wait is bounded by NOTIFY_BROKER_PUBLISH_TIMEOUT.
+
+    A broker that accepts connections and never answers held a publish, and with it a creation's
+    request, a worker's step or an admin's save, for ever. Only publishers get it: a worker's
+    blocking read of its queue (Celery's own connection for reading) waits on purpose.
+    """
+    timeout = settings.NOTIFY_BROKER_PUBLISH_TIMEOUT
+    bounds = {"socket_timeout": timeout, "socket_connect_timeout": timeout}  # Redis's; AMQP's is connect_timeout
+    connection: Connection = app.connection_for_write(connect_timeout=timeout, transport_options=bounds)
+    return connection
 
 
 # AMQP's numbers for the names Celery's setting may use (kombu.entity.DELIVERY_MODES).

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
+from notify import broker
 from policies.models import CONTENT_FIELDS, PolicyVersion
 from runbook.models import Projection
 from runbook.replay import generate, report
@@ -101,8 +102,10 @@ def request(policy: PolicyVersion, now: datetime) -> None:
 
 def _enqueue(policy_id: int) -> None:
     try:
-        # By name: the task (runbook.tasks.project_policy) calls into this module.
-        current_app.send_task("runbook.project_policy", args=[policy_id])
+        # By name: the task (runbook.tasks.project_policy) calls into this module. On a bounded
+        # connection: the admin's save waits on this publish.
+        with broker.bounded_connection() as connection:
+            current_app.send_task("runbook.project_policy", args=[policy_id], connection=connection)
     except OperationalError:
         # The broker is away: the request stays pending, and the draft's page asks again.
         log.warning("projection_not_queued", extra={"policy_id": policy_id})

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
-from notify import tallies
+from notify import broker, tallies
 from notify.clock import current_clock
 from runbook import pager, projections, risk
 
@@ -46,7 +46,8 @@ def _seconds_since_last_evaluation(now: datetime) -> float | None:
 def _deliver_soon() -> None:
     # Only a shortcut: the beat runs deliver_pages every few seconds anyway.
     try:
-        deliver_pages.delay()
+        with broker.bounded_connection() as connection:  # the evaluation waits on this publish
+            deliver_pages.app.send_task(deliver_pages.name, connection=connection)
     except OperationalError:
         log.warning("deliver_pages_not_enqueued")
 
