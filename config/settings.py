@@ -340,10 +340,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# How long a wake-up's publish may wait on the broker, to connect or for an answer, per attempt
-# (Celery's publish retry policy makes four): a hint must not hold a creation's request, or a
-# worker's thread, on a broker that accepts connections and never answers. A stopped Redis held a
-# publish for ever (measured). After a publish that failed, a process sends no wake-up for
+# How long a publish to the broker may wait: to connect, and on Redis for its answer too (kombu's
+# AMQP transport bounds only the connection). A hint must not hold a creation's request, or a
+# worker's thread, on a broker that accepts connections and never answers: a stopped Redis held a
+# publish for ever (measured). After a wake-up that failed, a process sends none for
 # NOTIFY_BROKER_RETRY_SECONDS: the sweeper enqueues those events (notify/tasks.py).
 NOTIFY_BROKER_PUBLISH_TIMEOUT = env_float("NOTIFY_BROKER_PUBLISH_TIMEOUT", 0.5, minimum=0.01)
 NOTIFY_BROKER_RETRY_SECONDS = env_float("NOTIFY_BROKER_RETRY_SECONDS", 5.0, minimum=0.1)

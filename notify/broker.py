@@ -75,7 +75,8 @@ def _producer() -> Producer:
 
 
 def bounded_connection() -> Connection:
-    """A connection to publish on, whose every wait is bounded by NOTIFY_BROKER_PUBLISH_TIMEOUT.
+    """A connection to publish on, bounded by NOTIFY_BROKER_PUBLISH_TIMEOUT: to connect, and on Redis
+    for every answer (kombu's AMQP transport takes only the connection's timeout).
 
     A broker that accepts connections and never answers held a publish, and with it a creation's
     request, a worker's step or an admin's save, for ever. Only publishers get it: a worker's

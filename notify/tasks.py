@@ -11,10 +11,10 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
-from pybreaker import CircuitBreaker, CircuitBreakerError
 
 from notify import broker, retention, rows, sweeper, tallies, worker
 from notify.clock import current_clock
+from notify.pause import Pause
 from notify.transports import configured
 
 log = logging.getLogger("notify.tasks")
@@ -57,27 +57,24 @@ def send(event_id: str, *, countdown: float = 0.0) -> None:
 
     Only a hint: if the broker is unreachable the event is still due in the database
     and the sweeper enqueues it later, so a failed send is logged, not raised. After one
-    failure this process sends none for NOTIFY_BROKER_RETRY_SECONDS, then tries again: each
-    attempt at a broker that does not answer costs the caller NOTIFY_BROKER_PUBLISH_TIMEOUT
-    four times over, a creation's request or a worker's thread included.
+    failure this process sends none for NOTIFY_BROKER_RETRY_SECONDS (logged as ``paused``),
+    then tries again: each attempt at a broker that does not answer costs its caller (a
+    creation's request, a worker's step) NOTIFY_BROKER_PUBLISH_TIMEOUT.
     """
+    pause = _publish_pause()
+    if pause.active():
+        log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": "paused"})
+        return
     try:
-        _publishing().call(broker.publish_advance, event_id, countdown=countdown)
-    except (OperationalError, CircuitBreakerError) as error:
+        broker.publish_advance(event_id, countdown=countdown)
+    except OperationalError as error:
+        pause.start()
         log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
 
 
 @cache
-def _publishing() -> CircuitBreaker:
-    """This process's breaker for wake-ups: open after one failed publish. Only the broker's
-    errors count (anything else is a bug, and is raised)."""
-    return CircuitBreaker(
-        fail_max=1,
-        reset_timeout=settings.NOTIFY_BROKER_RETRY_SECONDS,
-        exclude=[lambda error: not isinstance(error, OperationalError)],
-        throw_new_error_on_trip=False,  # the failure that opens it is logged as itself
-        name="wake-up publish",
-    )
+def _publish_pause() -> Pause:
+    return Pause(settings.NOTIFY_BROKER_RETRY_SECONDS)
 
 
 @shared_task(name="notify.sweep")

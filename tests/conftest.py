@@ -25,7 +25,7 @@ def _forget_cached_policies():
 @pytest.fixture(autouse=True)
 def _wake_ups_sent_afresh():
     yield
-    tasks._publishing.cache_clear()  # a broker a test made fail is tried afresh by the next
+    tasks._publish_pause.cache_clear()  # a broker a test made fail is tried afresh by the next
 
 
 class SilentServer(NamedTuple):

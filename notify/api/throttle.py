@@ -25,10 +25,10 @@ from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from ninja.errors import Throttled
 from ninja.throttling import BaseThrottle
-from pybreaker import CircuitBreaker, CircuitBreakerError
 from redis import RedisError
 
 from notify.models import ServiceToken
+from notify.pause import Pause
 from notify.ratelimit import FailureCount, Rate
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
@@ -79,30 +79,27 @@ def counted(limit: str, ask: Callable[[], T], *, otherwise: U) -> T | U:
 
     As an unreachable broker costs a wake-up hint and not the request, a rate limit that cannot
     be counted costs the count: a password reset refused, or held while a dead connection times
-    out, would cost the subscriber the reset. One failure (REDIS_CACHE_TIMEOUT at most) opens
-    this process's breaker for the store: for STORE_RETRY_SECONDS every request goes on without
-    asking, then one asks again. Without it, every request waited out the timeout on every ask
+    out, would cost the subscriber the reset. One failure (REDIS_CACHE_TIMEOUT at most) pauses
+    this process's asking (``notify.pause``): for STORE_RETRY_SECONDS every request goes on
+    without asking, then one asks again. Without it, every request waited out the timeout on every ask
     (0.25 s, twice a request): with a stuck Redis the web's threads served some 30 requests a second.
     """
+    pause = pause_for(settings.API_RATE_LIMIT_STORAGE)
+    if pause.active():
+        log.warning("rate_limit_unavailable", extra={"limit": limit, "error": "paused"})
+        return otherwise
     try:
-        return breaker_for(settings.API_RATE_LIMIT_STORAGE).call(ask)
-    except (CircuitBreakerError, StorageError, RedisError) as error:
+        return ask()
+    except (StorageError, RedisError) as error:  # only the store's: anything else is a bug, and is raised
+        pause.start()
         log.warning("rate_limit_unavailable", extra={"limit": limit, "error": type(error).__name__})
         return otherwise
 
 
 @cache
-def breaker_for(storage: str) -> CircuitBreaker:
-    """This process's breaker for the store at ``storage``: open after one failure, for STORE_RETRY_SECONDS.
-
-    Only the store's own errors count (anything else is a bug, and is raised, not let through)."""
-    return CircuitBreaker(
-        fail_max=1, reset_timeout=STORE_RETRY_SECONDS, exclude=[_not_the_store], name="rate-limit store"
-    )
-
-
-def _not_the_store(error: BaseException) -> bool:
-    return not isinstance(error, StorageError | RedisError)
+def pause_for(storage: str) -> Pause:
+    """This process's pause for the store at ``storage``: after one failure, STORE_RETRY_SECONDS without asking."""
+    return Pause(STORE_RETRY_SECONDS)
 
 
 @cache

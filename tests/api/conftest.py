@@ -2,7 +2,7 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 
-from notify.api.throttle import breaker_for, limiter_for
+from notify.api.throttle import limiter_for, pause_for
 from notify.clock import system_clock
 from notify.models import ServiceToken
 
@@ -12,7 +12,7 @@ def fresh_rate_limits():
     def forget() -> None:
         cache.clear()
         limiter_for(settings.API_RATE_LIMIT_STORAGE).storage.reset()
-        breaker_for.cache_clear()  # a store a test made fail is asked afresh by the next
+        pause_for.cache_clear()  # a store a test made fail is asked afresh by the next
 
     forget()
     yield

@@ -162,7 +162,7 @@ def test_a_broker_that_never_answers_costs_the_hint_not_the_request(monkeypatch,
     # A Redis that accepts connections and never answers (stopped, or wedged): the first wake-up
     # waits out NOTIFY_BROKER_PUBLISH_TIMEOUT and is lost (the sweeper finds the event later);
     # the next ones are not even tried for NOTIFY_BROKER_RETRY_SECONDS. Without the timeout the
-    # first held its caller for ever; without the breaker each one waited out the timeout again.
+    # first held its caller for ever; without the pause each one waited out the timeout again.
     monkeypatch.setenv("CELERY_BROKER_WRITE_URL", silent_server.url)
     returned = []
 
@@ -179,5 +179,25 @@ def test_a_broker_that_never_answers_costs_the_hint_not_the_request(monkeypatch,
 
     assert returned == [True, True, True]
     errors = [record.error for record in caplog.records if record.getMessage() == "wake_up_not_sent"]
-    assert errors == ["OperationalError", "CircuitBreakerError", "CircuitBreakerError"]
+    assert errors == ["OperationalError", "paused", "paused"]
     assert len(silent_server.accepted) == 1  # the broker was asked once
+
+
+def test_wake_ups_sent_at_once_do_not_wait_for_each_other(monkeypatch, silent_server):
+    # Each thread publishes on its own producer: none waits its turn behind another's publish.
+    # (The circuit breaker this once went through held its lock across the publish: of four
+    # wake-ups sent at once to a broker that hangs, one asked and three waited, then skipped.)
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", silent_server.url)
+    started = threading.Barrier(4)
+
+    def send() -> None:
+        started.wait()
+        tasks.send(EVENT_ID)
+
+    senders = [threading.Thread(target=send) for _ in range(4)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(timeout=30)
+
+    assert len(silent_server.accepted) == 4  # all four were in flight together
