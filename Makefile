@@ -101,7 +101,8 @@ chaos: $(STAMP) native
 
 # Everything on the embedded defaults (SQLite, filesystem broker): web, worker, beat,
 # simulator and a feeder of demo events. Ctrl-C stops them all.
-demo: $(STAMP) native
+demo: $(STAMP)
+	$(BIN)/python -c 'from config import native; native.build()' || echo "native: not compiled (no C compiler?); the demo runs the sources"
 	PATH="$(abspath $(BIN)):$$PATH" deploy/demo.sh
 
 clean:

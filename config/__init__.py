@@ -1,5 +1,5 @@
-# First, before anything imports the decision code: its compiled copies, or its sources where a
-# copy is not current (config.native).
+# First, before anything imports the decision code: its compiled copies if they are current,
+# its sources otherwise (config.native).
 from config import native
 
 native.choose()

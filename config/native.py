@@ -1,4 +1,4 @@
-"""The decision code, compiled with mypyc beside its source, and used only while it is current.
+"""The decision code, compiled with mypyc apart from its source, and used only while it is current.
 
 ``MODULES`` are the worker's decisions (``notify.machine``), the transition table's plans with
 the in-memory half of the writer (``notify.transitions``) and the replay that runs both over
@@ -9,118 +9,118 @@ source replays a record in about two-thirds of the time (docs/benchmarks.md,
 the compiled copy too, and ``tests/replay/test_native.py`` requires both forms to replay
 generated records to identical outcomes.
 
-``make native`` (``native.build()``) compiles them in place. Python imports an
-extension module before a source of the same name, so the compiled copy beside a source is what
-runs. A copy is used only while it is the compilation of its source as the source is now: the
-build records each source's digest, and before anything of the project is imported
-(``config/__init__``) a copy whose source has changed since is passed over, with a warning,
-and the sources are imported instead. ``NOTIFY_NATIVE=false`` passes over every copy.
+``make native`` (``native.build()``) compiles them into ``build/native/``, never beside the
+sources, with a stamp of what it built: the interpreter, each source's digest, every file. Before
+anything of the project is imported (``config/__init__``), ``choose()`` puts a finder for those
+files first on the import path only if the stamp is whole and matches the sources as they are
+now. So a source changed since, a partial build, another interpreter, or a checkout of any other
+commit (which knows nothing of ``build/native/``) runs the sources; a stale build says so with a
+warning. ``NOTIFY_NATIVE=false`` runs the sources on purpose.
 """
 
 import hashlib
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable
-from importlib.abc import PathEntryFinder
-from importlib.machinery import (
-    BYTECODE_SUFFIXES,
-    EXTENSION_SUFFIXES,
-    SOURCE_SUFFIXES,
-    ExtensionFileLoader,
-    FileFinder,
-    SourceFileLoader,
-    SourcelessFileLoader,
-)
+from collections.abc import Callable, Mapping, Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from pathlib import Path
+from types import ModuleType
 
 MODULES = ("notify.machine", "notify.transitions", "runbook.replay.simulate")
 ROOT = Path(__file__).resolve().parent.parent
-# Each compiled source's digest as it was compiled, written by the build.
-STAMP = "build/native.json"
+OUT = "build/native"  # the compiled files, under ROOT
+STAMP = "native.json"  # under OUT
 
 
 def source(module: str, root: Path = ROOT) -> Path:
     return root / (module.replace(".", "/") + ".py")
 
 
-def compiled(module: str, root: Path = ROOT) -> list[Path]:
-    """The compiled copies of ``module`` beside its source (one per interpreter it was built for)."""
-    stem = root / module.replace(".", "/")
-    return [path for suffix in EXTENSION_SUFFIXES if (path := stem.with_name(stem.name + suffix)).exists()]
-
-
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def stale(root: Path = ROOT, modules: tuple[str, ...] = MODULES) -> list[str]:
-    """The modules with a compiled copy that is not the compilation of their source as it is now."""
-    stamp = root / STAMP
-    built = json.loads(stamp.read_text()) if stamp.exists() else {}
-    current = {module: _digest(source(module, root)) for module in modules}
-    return [module for module in modules if compiled(module, root) and built.get(module) != current[module]]
+def _stamp(root: Path, modules: Sequence[str]) -> dict[str, object]:
+    return {"python": sys.version, "modules": {module: _digest(source(module, root)) for module in modules}}
 
 
-def prefer_sources(root: Path = ROOT, modules: tuple[str, ...] = MODULES) -> None:
-    """Import ``modules`` from their sources even where a compiled copy sits beside them.
+class _Compiled(MetaPathFinder):
+    """Finds the compiled files by module name (the modules, and the runtime library they share)."""
 
-    A path hook ahead of the default one, for the compiled modules' own directories only, whose
-    finder tries a source before an extension module (the default tries extensions first).
-    Nothing else changes: other modules there, and every installed package, load as ever.
-    """
-    directories = {source(module, root).parent for module in modules}
-    source_first = FileFinder.path_hook(
-        (SourceFileLoader, SOURCE_SUFFIXES),
-        (ExtensionFileLoader, EXTENSION_SUFFIXES),
-        (SourcelessFileLoader, BYTECODE_SUFFIXES),
-    )
+    def __init__(self, files: Mapping[str, Path]) -> None:
+        self.files = files
 
-    def hook(path: str) -> PathEntryFinder:
-        if Path(path or ".").resolve() not in directories:
-            raise ImportError("not a directory of the compiled modules")  # the next hook takes it
-        return source_first(path)
-
-    sys.path_hooks.insert(0, hook)
-    sys.path_importer_cache.clear()  # finders already made for those directories would keep the old order
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        found = self.files.get(fullname)
+        return None if found is None else importlib.util.spec_from_file_location(fullname, found)
 
 
-def choose(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
-    """Run the compiled copies where they are current, the sources otherwise (before any import of them)."""
+def current(root: Path = ROOT, modules: Sequence[str] = MODULES) -> tuple[dict[str, Path] | None, str]:
+    """The compiled files by module name if the build is whole and current, else None and why not."""
+    out = root / OUT
+    try:
+        built = json.loads((out / STAMP).read_text())
+    except (OSError, ValueError):
+        return None, "not compiled (make native)"
+    if {key: built.get(key) for key in ("python", "modules")} != _stamp(root, modules):
+        return None, "changed since compiled, or compiled for another interpreter (make native compiles them again)"
+    files = {name: out / relative for name, relative in built.get("files", {}).items()}
+    if set(modules) - set(files) or not all(path.is_file() for path in files.values()):
+        return None, "compiled only in part (make native compiles them again)"
+    return files, ""
+
+
+def choose(environ: Mapping[str, str] = os.environ, root: Path = ROOT, modules: Sequence[str] = MODULES) -> bool:
+    """Import the compiled copies from here on if they are current; return whether they will be."""
     if environ.get("NOTIFY_NATIVE", "true").strip().lower() in ("false", "0", "no", "off"):
-        prefer_sources()
-        return
-    if changed := stale():
-        warnings.warn(
-            f"{', '.join(changed)}: changed since compiled; running the sources (make native compiles them again)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        prefer_sources()
+        return False
+    files, why_not = current(root, modules)
+    if files is None:
+        if (root / OUT).exists():  # a build there, but not for these sources: worth saying
+            warnings.warn(f"{', '.join(modules)}: {why_not}; running the sources", RuntimeWarning, stacklevel=2)
+        return False
+    sys.meta_path.insert(0, _Compiled(files))
+    return True
+
+
+def _beside(source: Path) -> Path:
+    """The extension module mypyc wrote beside ``source``."""
+    (found,) = [path for suffix in EXTENSION_SUFFIXES if (path := source.with_suffix(suffix)).exists()]
+    return found
 
 
 def build(run: Callable[..., object] = subprocess.run) -> None:
-    """Compile ``MODULES`` in place with mypyc, unless every copy is already the current compilation."""
-    stamp = ROOT / STAMP
-    built = json.loads(stamp.read_text()) if stamp.exists() else {}
-    digests = {module: _digest(source(module)) for module in MODULES}  # before: an edit during the build shows as stale
-    if built == digests and all(compiled(module) for module in MODULES):
+    """Compile ``MODULES`` with mypyc into ``build/native/``, unless a current build is there."""
+    if current()[0] is not None:
         print(f"native: {', '.join(MODULES)} up to date")
         return
-    # Every copy goes, those of modules compiled before and no longer listed too (nothing would
-    # check them), with the runtime library they shared: all are built anew together.
-    old = {*MODULES, *built}
-    for path in [*(path for module in old for path in compiled(module)), *ROOT.glob("*__mypyc.*")]:
-        path.unlink()
-    # mypyc type-checks with the project's mypy configuration (django-stubs included), then
-    # writes the C, its objects (under build/) and the extension modules beside the sources.
+    stamp = _stamp(ROOT, MODULES)  # before: a source edited during the build shows as a stale build
+    out = ROOT / OUT
+    shutil.rmtree(out, ignore_errors=True)  # the stamp first of all: a failed build leaves none
+    for module in MODULES:  # and any copy beside a source (an older layout's), which would shadow it
+        for suffix in EXTENSION_SUFFIXES:
+            source(module).with_suffix(suffix).unlink(missing_ok=True)
+    # mypyc type-checks with the project's mypy configuration (django-stubs included), writes the
+    # extension modules beside the sources and the runtime library they share in its working
+    # directory; all of them are moved out at once, so a source is never shadowed by its copy.
     sources = [str(source(module).relative_to(ROOT)) for module in MODULES]
     run([sys.executable, "-m", "mypyc", *sources], cwd=ROOT, check=True)
-    missing = [module for module in MODULES if not compiled(module)]
-    if missing:
-        raise SystemExit(f"native: mypyc built no extension module for {', '.join(missing)}")
-    stamp.parent.mkdir(exist_ok=True)
-    stamp.write_text(json.dumps(digests, indent=1) + "\n")
-    print(f"native: compiled {', '.join(MODULES)}")
+    made = {module: _beside(source(module)) for module in MODULES}
+    made.update({runtime.name.split(".")[0]: runtime for runtime in ROOT.glob("*__mypyc.*")})
+    files = {name: str(path.relative_to(ROOT)) for name, path in made.items()}
+    for name, path in made.items():
+        target = out / files[name]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path.replace(target)
+    scratch = out / f"{STAMP}.new"
+    scratch.write_text(json.dumps({**stamp, "files": files}, indent=1) + "\n")
+    scratch.replace(out / STAMP)  # whole or not at all
+    print(f"native: compiled {', '.join(MODULES)} into {OUT}")

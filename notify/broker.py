@@ -69,7 +69,11 @@ def _producer() -> Producer:
         producer = Producer(connection, serializer=conf.serializer)
         # The step queue declared once per connection (RabbitMQ drops a message sent to a
         # queue no one declared yet); kombu's ensure() revives the producer on a new connection.
-        producer.maybe_declare(app.amqp.queues[conf.queue], retry=conf.retry, **conf.retry_policy)
+        try:
+            producer.maybe_declare(app.amqp.queues[conf.queue], retry=conf.retry, **conf.retry_policy)
+        except BaseException:
+            connection.release()  # not kept: the next publish opens another
+            raise
         _publisher.producer, _publisher.pid = producer, os.getpid()
     return producer
 

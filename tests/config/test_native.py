@@ -1,96 +1,102 @@
-"""A compiled copy of the decision code runs only while it is the compilation of its source as it is now."""
+"""The compiled decision code runs only while its build is whole and current (config.native)."""
 
-import hashlib
 import json
-import subprocess
 import sys
-import textwrap
-from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
 
 from config import native
 
-
-def project(root: Path, source: str) -> Path:
-    """A project with one module, ``pkg.mod``, whose compiled copy is recorded as built from ``source``."""
-    (root / "pkg").mkdir()
-    (root / "pkg" / "__init__.py").write_text("")
-    module = root / "pkg" / "mod.py"
-    module.write_text(source)
-    (root / "build").mkdir()
-    (root / native.STAMP).write_text(json.dumps({"pkg.mod": hashlib.sha256(source.encode()).hexdigest()}))
-    return module
+MODULES = ("pkg.mod",)
+SUFFIX = ".cpython-311-x86_64-linux-gnu.so"
 
 
-def test_a_compiled_copy_is_current_while_its_source_is_as_it_was_compiled(tmp_path):
-    project(tmp_path, "ANSWER = 1\n")
-    (tmp_path / "pkg" / f"mod{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
-    assert native.stale(tmp_path, ("pkg.mod",)) == []
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with one module, ``pkg.mod``, and a whole, current build of it."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("ANSWER = 1\n")
+    out = tmp_path / native.OUT
+    (out / "pkg").mkdir(parents=True)
+    files = {"pkg.mod": f"pkg/mod{SUFFIX}", "abc__mypyc": f"abc__mypyc{SUFFIX}"}
+    for relative in files.values():
+        (out / relative).write_bytes(b"")
+    stamp = native._stamp(tmp_path, MODULES)
+    (out / native.STAMP).write_text(json.dumps({**stamp, "files": files}))
+    return tmp_path
 
 
-def test_a_compiled_copy_is_stale_once_its_source_changes(tmp_path):
-    module = project(tmp_path, "ANSWER = 1\n")
-    (tmp_path / "pkg" / f"mod{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
-    module.write_text("ANSWER = 2\n")
-    assert native.stale(tmp_path, ("pkg.mod",)) == ["pkg.mod"]
+@pytest.fixture
+def meta_path():
+    """The import system's finders as they were (this process's own choice included), put back after."""
+    before = list(sys.meta_path)
+    yield before
+    sys.meta_path[:] = before
 
 
-def test_a_source_without_a_compiled_copy_is_never_stale(tmp_path):
-    module = project(tmp_path, "ANSWER = 1\n")
-    module.write_text("ANSWER = 2\n")
-    assert native.stale(tmp_path, ("pkg.mod",)) == []
+def test_a_whole_current_build_is_found_by_module_name(project):
+    files, _ = native.current(project, MODULES)
+
+    assert files == {
+        "pkg.mod": project / native.OUT / f"pkg/mod{SUFFIX}",
+        "abc__mypyc": project / native.OUT / f"abc__mypyc{SUFFIX}",
+    }
 
 
-def test_preferring_sources_imports_the_source_beside_a_compiled_copy(tmp_path):
-    """With a real extension module of the same name beside the source: the default imports the
-    extension; preferring sources imports the source, and leaves other directories alone."""
-    project(tmp_path, "ANSWER = 'source'\n")
-    # Any real extension module will do as the "compiled copy": it only has to load first by default.
-    import _json
+def test_a_build_is_stale_once_a_source_changes(project):
+    (project / "pkg" / "mod.py").write_text("ANSWER = 2\n")
 
-    (tmp_path / "pkg" / f"mod{EXTENSION_SUFFIXES[0]}").write_bytes(Path(_json.__file__).read_bytes())
-    probe = textwrap.dedent(
-        f"""
-        import sys
-        sys.path.insert(0, {str(tmp_path)!r})
-        from config import native
-        from pathlib import Path
-        if sys.argv[1] == "sources":
-            native.prefer_sources(Path({str(tmp_path)!r}), ("pkg.mod",))
-        import pkg.mod, json
-        print(Path(pkg.mod.__file__).suffix, json.__file__ is not None)
-        """
-    )
-    run = [sys.executable, "-c", probe]
-    default = subprocess.run([*run, "default"], cwd=native.ROOT, capture_output=True, text=True, check=False)
-    sources = subprocess.run([*run, "sources"], cwd=native.ROOT, capture_output=True, text=True, check=True)
-    # The copy is not a real compilation of pkg.mod: imported, it fails for want of its init function.
-    assert "PyInit_mod" in default.stderr
-    assert sources.stdout.split() == [".py", "True"]
+    files, why_not = native.current(project, MODULES)
+
+    assert files is None
+    assert "changed since compiled" in why_not
+
+
+def test_a_build_for_another_interpreter_is_not_used(project):
+    stamp = project / native.OUT / native.STAMP
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "python": "3.11.0 (elsewhere)"}))
+
+    assert native.current(project, MODULES)[0] is None
+
+
+def test_a_build_missing_a_file_is_not_used(project):
+    (project / native.OUT / f"abc__mypyc{SUFFIX}").unlink()  # the shared runtime
+
+    files, why_not = native.current(project, MODULES)
+
+    assert files is None
+    assert "in part" in why_not
+
+
+def test_no_build_runs_the_sources_without_a_word(tmp_path, meta_path, recwarn):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("ANSWER = 1\n")
+
+    assert native.choose({}, tmp_path, MODULES) is False
+    assert not recwarn.list
+
+
+def test_a_stale_build_runs_the_sources_with_a_warning(project, meta_path):
+    (project / "pkg" / "mod.py").write_text("ANSWER = 2\n")
+
+    with pytest.warns(RuntimeWarning, match="pkg.mod: changed since compiled"):
+        assert native.choose({}, project, MODULES) is False
+    assert sys.meta_path == meta_path
+
+
+def test_a_current_build_is_imported_first(project, meta_path):
+    assert native.choose({}, project, MODULES) is True
+
+    finder = sys.meta_path[0]
+    assert isinstance(finder, native._Compiled)
+    spec = finder.find_spec("pkg.mod", None)
+    assert spec is not None
+    assert spec.origin == str(project / native.OUT / f"pkg/mod{SUFFIX}")
+    assert finder.find_spec("pkg.other", None) is None  # everything else is found as ever
 
 
 @pytest.mark.parametrize("value", ["false", "0", "off", " FALSE "])
-def test_notify_native_false_runs_the_sources(value, monkeypatch):
-    preferred = []
-    monkeypatch.setattr(native, "prefer_sources", lambda: preferred.append(True))
-    native.choose({"NOTIFY_NATIVE": value})
-    assert preferred == [True]
-
-
-def test_a_stale_copy_is_passed_over_with_a_warning(monkeypatch):
-    preferred = []
-    monkeypatch.setattr(native, "prefer_sources", lambda: preferred.append(True))
-    monkeypatch.setattr(native, "stale", lambda: ["notify.machine"])
-    with pytest.warns(RuntimeWarning, match="notify.machine: changed since compiled"):
-        native.choose({})
-    assert preferred == [True]
-
-
-def test_current_copies_are_used(monkeypatch):
-    preferred = []
-    monkeypatch.setattr(native, "prefer_sources", lambda: preferred.append(True))
-    monkeypatch.setattr(native, "stale", lambda: [])
-    native.choose({})
-    assert preferred == []
+def test_notify_native_false_runs_the_sources(project, meta_path, value):
+    assert native.choose({"NOTIFY_NATIVE": value}, project, MODULES) is False
+    assert sys.meta_path == meta_path
