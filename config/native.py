@@ -21,7 +21,6 @@ warning. ``NOTIFY_NATIVE=false`` runs the sources on purpose.
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from importlib.abc import MetaPathFinder
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from pathlib import Path
 from types import ModuleType
+
+from config.env import env_bool
 
 MODULES = ("notify.machine", "notify.transitions", "runbook.replay.simulate")
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,9 +79,9 @@ def current(root: Path = ROOT, modules: Sequence[str] = MODULES) -> tuple[dict[s
     return files, ""
 
 
-def choose(environ: Mapping[str, str] = os.environ, root: Path = ROOT, modules: Sequence[str] = MODULES) -> bool:
+def choose(root: Path = ROOT, modules: Sequence[str] = MODULES) -> bool:
     """Import the compiled copies from here on if they are current; return whether they will be."""
-    if environ.get("NOTIFY_NATIVE", "true").strip().lower() in ("false", "0", "no", "off"):
+    if not env_bool("NOTIFY_NATIVE", True):  # a malformed value stops start-up, as every setting's does
         return False
     files, why_not = current(root, modules)
     if files is None:

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from config import native
 
@@ -73,7 +74,7 @@ def test_no_build_runs_the_sources_without_a_word(tmp_path, meta_path, recwarn):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "mod.py").write_text("ANSWER = 1\n")
 
-    assert native.choose({}, tmp_path, MODULES) is False
+    assert native.choose(tmp_path, MODULES) is False
     assert not recwarn.list
 
 
@@ -81,12 +82,12 @@ def test_a_stale_build_runs_the_sources_with_a_warning(project, meta_path):
     (project / "pkg" / "mod.py").write_text("ANSWER = 2\n")
 
     with pytest.warns(RuntimeWarning, match="pkg.mod: changed since compiled"):
-        assert native.choose({}, project, MODULES) is False
+        assert native.choose(project, MODULES) is False
     assert sys.meta_path == meta_path
 
 
 def test_a_current_build_is_imported_first(project, meta_path):
-    assert native.choose({}, project, MODULES) is True
+    assert native.choose(project, MODULES) is True
 
     finder = sys.meta_path[0]
     assert isinstance(finder, native._Compiled)
@@ -96,7 +97,16 @@ def test_a_current_build_is_imported_first(project, meta_path):
     assert finder.find_spec("pkg.other", None) is None  # everything else is found as ever
 
 
-@pytest.mark.parametrize("value", ["false", "0", "off", " FALSE "])
-def test_notify_native_false_runs_the_sources(project, meta_path, value):
-    assert native.choose({"NOTIFY_NATIVE": value}, project, MODULES) is False
+@pytest.mark.parametrize("value", ["false", "0", "off", "FALSE"])
+def test_notify_native_false_runs_the_sources(project, meta_path, monkeypatch, value):
+    monkeypatch.setenv("NOTIFY_NATIVE", value)
+
+    assert native.choose(project, MODULES) is False
     assert sys.meta_path == meta_path
+
+
+def test_a_malformed_notify_native_stops_start_up(project, monkeypatch):
+    monkeypatch.setenv("NOTIFY_NATIVE", "flase")
+
+    with pytest.raises(ImproperlyConfigured, match="NOTIFY_NATIVE"):
+        native.choose(project, MODULES)
