@@ -92,6 +92,16 @@ def bounded_connection() -> Connection:
     return connection
 
 
+def send_task(name: str, *args: object) -> None:
+    """Put one task on its queue (routed by name, as Celery routes it) on a bounded connection.
+
+    For the publishes a person or a periodic job waits on (an admin's save, the risk evaluation).
+    Raises kombu's ``OperationalError`` if the broker does not take it within the bound.
+    """
+    with bounded_connection() as connection:
+        app.send_task(name, args=list(args), connection=connection)
+
+
 # AMQP's numbers for the names Celery's setting may use (kombu.entity.DELIVERY_MODES).
 _DELIVERY_MODES = {"transient": 1, "persistent": 2}
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
@@ -102,10 +101,9 @@ def request(policy: PolicyVersion, now: datetime) -> None:
 
 def _enqueue(policy_id: int) -> None:
     try:
-        # By name: the task (runbook.tasks.project_policy) calls into this module. On a bounded
-        # connection: the admin's save waits on this publish.
-        with broker.bounded_connection() as connection:
-            current_app.send_task("runbook.project_policy", args=[policy_id], connection=connection)
+        # By name: the task (runbook.tasks.project_policy) calls into this module. Bounded in
+        # time: the admin's save waits on this publish.
+        broker.send_task("runbook.project_policy", policy_id)
     except OperationalError:
         # The broker is away: the request stays pending, and the draft's page asks again.
         log.warning("projection_not_queued", extra={"policy_id": policy_id})

@@ -46,8 +46,7 @@ def _seconds_since_last_evaluation(now: datetime) -> float | None:
 def _deliver_soon() -> None:
     # Only a shortcut: the beat runs deliver_pages every few seconds anyway.
     try:
-        with broker.bounded_connection() as connection:  # the evaluation waits on this publish
-            deliver_pages.app.send_task(deliver_pages.name, connection=connection)
+        broker.send_task(deliver_pages.name)  # bounded in time: the evaluation waits on this publish
     except OperationalError:
         log.warning("deliver_pages_not_enqueued")
 

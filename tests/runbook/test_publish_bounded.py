@@ -26,7 +26,9 @@ def test_a_draft_projection_request_returns_when_the_broker_never_answers(monkey
     with caplog.at_level(logging.WARNING, logger="runbook.projections"):
         assert returned_within(lambda: projections._enqueue(1))  # the admin's save waits on this
 
-    assert [record.getMessage() for record in caplog.records] == ["projection_not_queued"]
+    assert [record.getMessage() for record in caplog.records if record.name == "runbook.projections"] == [
+        "projection_not_queued"
+    ]
     assert silent_server.accepted  # it was tried
 
 
@@ -36,5 +38,7 @@ def test_a_page_delivery_shortcut_returns_when_the_broker_never_answers(monkeypa
     with caplog.at_level(logging.WARNING, logger="runbook.tasks"):
         assert returned_within(tasks._deliver_soon)  # the risk evaluation waits on this; beat delivers anyway
 
-    assert [record.getMessage() for record in caplog.records] == ["deliver_pages_not_enqueued"]
+    assert [record.getMessage() for record in caplog.records if record.name == "runbook.tasks"] == [
+        "deliver_pages_not_enqueued"
+    ]
     assert silent_server.accepted
