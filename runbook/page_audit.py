@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
+
 from notify.invariants import Violation
 from runbook.models import Page, PageMode
 
@@ -44,9 +46,15 @@ def from_log(entries: Iterable[Mapping[str, Any]]) -> list[Received]:
 
 
 def outbox_drained() -> bool:
-    """Whether the pager is owed nothing: no message due or retrying, no ended event's page left unresolved."""
-    owed = Page.objects.filter(mode=PageMode.PAGE, next_attempt_at__isnull=False).exists()
-    return not owed and not Page.objects.filter(resolved_at__isnull=True, event__act_by__isnull=True).exists()
+    """Whether the pager is owed nothing: no message due or retrying, no ended event's page left unresolved.
+
+    One statement, so both are judged on one snapshot: asked one after the other, an
+    evaluator's resolve committing in between (the ended event's page resolved, and its
+    resolve made due) passed both, and a run stopped waiting with the resolve unsent.
+    """
+    due = Q(mode=PageMode.PAGE, next_attempt_at__isnull=False)
+    ended_unresolved = Q(resolved_at__isnull=True, event__act_by__isnull=True)
+    return not Page.objects.filter(due | ended_unresolved).exists()
 
 
 def end_known_at(

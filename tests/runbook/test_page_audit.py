@@ -8,9 +8,11 @@ the write then landed dated by the observation, and the audit, reading ``state_e
 as the end, called the trigger 11 s late.
 """
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from bench import chaos_paging
 from bench.chaos_paging import Backlog
@@ -29,6 +31,44 @@ IN_FLIGHT = timedelta(seconds=chaos_paging.PAGER_TIMEOUT_SECONDS + 1)  # as the 
 @pytest.fixture
 def paging_policy(db):
     return PolicyVersionFactory.create(alert_mode="page")
+
+
+@pytest.mark.postgres  # two connections, each seeing the other's commits
+@pytest.mark.django_db(transaction=True)
+def test_the_outbox_is_not_drained_while_a_resolve_commits_during_the_check(paging_policy, clock, pager_receiver):
+    # Found in make test (test_paging_in_trouble): three "unresolved_page", the ended events'
+    # resolves never sent because the test stopped waiting. The check read its two questions
+    # in two statements: "anything due?" (no: the triggers had landed) and then "any ended
+    # event's page unresolved?" (no: the evaluator had just resolved them, and made them due
+    # in between). Here the evaluator's resolve commits, on its own connection, between the
+    # check's statements.
+    event = event_in(State.EMAIL_CLAIMED, clock, ttl=timedelta(seconds=600))
+    clock.advance(600 - 6 - 20)  # 20 s of budget: at risk
+    assert risk.evaluate(clock.now()).opened == 1
+    assert pager.deliver_due(clock).sent == 1  # its trigger landed; nothing is due
+    accepted = transitions.ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.ACCEPTED, raw_status="smtp_250")
+    assert transitions.record_receipt(event.id, accepted, now=clock.now(), actor=WORKER).applied  # it ended
+
+    def resolve_after_the_first_statement(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not resolved:
+            evaluator = threading.Thread(target=evaluate_resolves)
+            evaluator.start()
+            evaluator.join()
+        return result
+
+    def evaluate_resolves():
+        try:
+            resolved.append(risk.resolve(clock.now()))
+        finally:
+            connection.close()  # this thread's own
+
+    resolved: list[int] = []
+    with connection.execute_wrapper(resolve_after_the_first_statement):
+        drained = page_audit.outbox_drained()
+
+    assert resolved == [1]
+    assert not drained  # the resolve is owed, and due
 
 
 def _as_stand_in_logged(receiver) -> list[PagerLogEntry]:
