@@ -52,8 +52,8 @@ def wake(event_id: str, *, countdown: float = 0.0) -> None:
     transaction.on_commit(send_unless_pending)
 
 
-def send(event_id: str, *, countdown: float = 0.0) -> None:
-    """Put one wake-up on the broker.
+def send(event_id: str, *, countdown: float = 0.0) -> bool:
+    """Put one wake-up on the broker; return whether it went.
 
     Only a hint: if the broker is unreachable the event is still due in the database
     and the sweeper enqueues it later, so a failed send is logged, not raised. After one
@@ -64,12 +64,14 @@ def send(event_id: str, *, countdown: float = 0.0) -> None:
     pause = _publish_pause()
     if pause.active():
         log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": "paused"})
-        return
+        return False
     try:
         broker.publish_advance(event_id, countdown=countdown)
     except OperationalError as error:
         pause.start()
         log.warning("wake_up_not_sent", extra={"event_id": event_id, "error": type(error).__name__})
+        return False
+    return True
 
 
 @cache
@@ -83,7 +85,7 @@ def sweep() -> dict[str, int]:
     now = current_clock().now()
     swept = sweeper.sweep(
         now,
-        enqueue=send,  # the sweeper marked them woken itself
+        enqueue=send,  # the sweeper marks them woken itself, and unmarks those it could not send
         batch=settings.NOTIFY_SWEEP_BATCH,
         redeliver_after=settings.NOTIFY_SWEEP_REDELIVER_AFTER,
     )

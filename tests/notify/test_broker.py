@@ -14,11 +14,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection
+from django.utils import timezone
 from kombu import Connection
 
 from config.celery import app
 from config.lanes import STEP_QUEUE
 from notify import broker, tasks
+from notify.models import Event
+from tests.factories import new_event
 
 EVENT_ID = "evt_01TESTBROKERWAKEUP0000000"
 
@@ -60,6 +64,14 @@ def test_a_wake_up_is_the_message_apply_async_sends(step_queue):
     for name in ("content_type", "content_encoding"):
         assert getattr(ours, name) == getattr(by_celery, name)
     assert ours.properties["delivery_mode"] == by_celery.properties["delivery_mode"] == 2
+
+
+def test_a_wake_up_sent_says_it_went(step_queue):
+    assert tasks.send(EVENT_ID) is True
+
+    (message,) = received(step_queue, 1)
+
+    assert message.payload[0] == [EVENT_ID]
 
 
 def test_a_wake_up_with_a_countdown_is_due_that_much_later(step_queue):
@@ -168,8 +180,7 @@ def test_a_broker_that_never_answers_costs_the_hint_not_the_request(monkeypatch,
 
     def send_three() -> None:
         for _ in range(3):
-            tasks.send(EVENT_ID)
-            returned.append(True)
+            returned.append(tasks.send(EVENT_ID))
 
     sender = threading.Thread(target=send_three)  # a thread of its own: a producer of its own
 
@@ -177,10 +188,37 @@ def test_a_broker_that_never_answers_costs_the_hint_not_the_request(monkeypatch,
         sender.start()
         sender.join(timeout=30)
 
-    assert returned == [True, True, True]
+    assert returned == [False, False, False]  # each returned, and said it did not go
     errors = [record.error for record in caplog.records if record.getMessage() == "wake_up_not_sent"]
     assert errors == ["OperationalError", "paused", "paused"]
     assert len(silent_server.accepted) == 1  # the broker was asked once
+
+
+def test_the_sweeper_leaves_what_a_broker_that_hangs_did_not_take_for_its_next_run(
+    transactional_db, policy, monkeypatch, silent_server
+):
+    # Marked woken with no hint on its way, an event would rest NOTIFY_SWEEP_REDELIVER_AFTER
+    # (10 s) before a sweep tried it again, however soon the broker came back.
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", silent_server.url)
+    created = [new_event(timezone.now()) for _ in range(3)]
+    swept = []
+
+    def sweep() -> None:  # a thread of its own: a producer of its own
+        try:
+            swept.append(tasks.sweep())
+        finally:
+            connection.close()
+
+    sweeper = threading.Thread(target=sweep)
+    sweeper.start()
+    sweeper.join(timeout=30)
+
+    assert swept == [{"enqueued": 0, "expired": 0}]
+    assert len(silent_server.accepted) == 1  # one tried and lost; the others paused
+    assert (
+        list(Event.objects.filter(pk__in=[event.id for event in created]).values_list("wake_at", flat=True))
+        == [None] * 3
+    )
 
 
 def test_wake_ups_sent_at_once_do_not_wait_for_each_other(monkeypatch, silent_server):
