@@ -556,6 +556,18 @@ def record_wake_up(event_id: str, *, at: datetime, now: datetime) -> bool:
         return bool(cursor.rowcount == 1)
 
 
+def forget_wake_ups(event_ids: list[str], *, at: datetime) -> None:
+    """Forget the wake-ups recorded as pending at ``at`` that did not go (the broker did not take them).
+
+    Only where the record is still ``at``: one made since belongs to a hint that went.
+    """
+    marks = ", ".join(["%s"] * len(event_ids))
+    with _cursor() as cursor:
+        cursor.execute(
+            f"UPDATE notify_event SET wake_at = NULL WHERE id IN ({marks}) AND wake_at = %s", [*event_ids, _param(at)]
+        )
+
+
 def release_lease(event_id: str, token: int, *, wake_up: tuple[datetime, datetime] | None = None) -> bool:
     """Give the event back, unless the lease was taken over (its token bumped) meanwhile.
 

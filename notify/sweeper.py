@@ -30,7 +30,8 @@ class Swept:
 def sweep(now: datetime, *, enqueue: Callable[[str], bool], batch: int, redeliver_after: timedelta) -> Swept:
     """Expire or re-enqueue every due event whose lease is free and whose wake-up was lost.
 
-    ``enqueue`` sends an event's wake-up and says whether it went.
+    ``enqueue`` sends an event's wake-up and says whether it went (one that did not is
+    forgotten by it, ``tasks.send_recorded``, for the next sweep to try again).
 
     1. Take a batch of due, unleased events without a wake-up hint due in the last
        ``redeliver_after`` (none was sent, or it is that overdue: lost), oldest due
@@ -39,15 +40,14 @@ def sweep(now: datetime, *, enqueue: Callable[[str], bool], batch: int, redelive
        next sweep nor a concurrent one enqueues them again while this hint is fresh.
     2. After commit: expire those past their reset expiry here (a backlog of wake-ups
        must not keep an expired event open), enqueue the others.
-    3. Unmark those whose wake-up did not go (the broker hangs, or this process has paused
-       its sends): marked, they would rest ``redeliver_after`` with no hint on its way,
-       where unmarked the next sweep tries again. The sweep stops after that batch: the
-       broker takes no hints now, and the next batch would be the same events again.
+    3. Stop after a batch in which a wake-up did not go (the broker hangs, or this process
+       has paused its sends): the broker takes no hints now, and the next batch would be the
+       same events again, forgotten as they were.
     """
     enqueued = expired = 0
     for _ in range(MAX_BATCHES):
         due = _claim_batch(now, batch, redeliver_after)
-        unsent = []
+        unsent = 0
         for event_id, expires_at in due:
             if expires_at <= now:
                 outcome = transitions.expire(event_id, now=now, actor=SWEEPER)
@@ -55,12 +55,8 @@ def sweep(now: datetime, *, enqueue: Callable[[str], bool], batch: int, redelive
             elif enqueue(event_id):
                 enqueued += 1
             else:
-                unsent.append(event_id)
-        if unsent:
-            # Only this sweep's own mark: a step or a creation that sent a hint since has set its own.
-            Event.objects.filter(pk__in=unsent, wake_at=now).update(wake_at=None)
-            break
-        if len(due) < batch:
+                unsent += 1
+        if unsent or len(due) < batch:
             break
     return Swept(enqueued, expired)
 

@@ -4,8 +4,8 @@ import dataclasses
 import logging
 import os
 import socket
-from datetime import timedelta
-from functools import cache
+from datetime import datetime, timedelta
+from functools import cache, partial
 
 from celery import shared_task
 from django.conf import settings
@@ -29,8 +29,8 @@ def advance(event_id: str) -> str:
     report = worker.advance_most_urgent(event_id, transports=configured(), clock=current_clock(), owner=owner)
     if report.wake_after is not None:
         countdown = report.wake_after.total_seconds()
-        if report.wake_up_recorded:
-            send(report.event_id, countdown=countdown)  # recorded as the lease went back
+        if report.wake_at is not None:  # recorded as the lease went back
+            send_recorded(report.event_id, at=report.wake_at, countdown=countdown)
         else:
             wake(report.event_id, countdown=countdown)
     return report.outcome
@@ -46,8 +46,9 @@ def wake(event_id: str, *, countdown: float = 0.0) -> None:
 
     def send_unless_pending() -> None:
         now = current_clock().now()
-        if rows.record_wake_up(event_id, at=now + timedelta(seconds=countdown), now=now):
-            send(event_id, countdown=countdown)
+        at = now + timedelta(seconds=countdown)
+        if rows.record_wake_up(event_id, at=at, now=now):
+            send_recorded(event_id, at=at, countdown=countdown)
 
     transaction.on_commit(send_unless_pending)
 
@@ -74,6 +75,18 @@ def send(event_id: str, *, countdown: float = 0.0) -> bool:
     return True
 
 
+def send_recorded(event_id: str, *, at: datetime, countdown: float = 0.0) -> bool:
+    """Send a wake-up already recorded on the event as pending (``wake_at`` = ``at``); return whether it went.
+
+    One that did not go is forgotten: left recorded, it would keep the sweeper off the event
+    until NOTIFY_SWEEP_REDELIVER_AFTER past ``at``, with no hint on its way.
+    """
+    if send(event_id, countdown=countdown):
+        return True
+    rows.forget_wake_ups([event_id], at=at)
+    return False
+
+
 @cache
 def _publish_pause() -> Pause:
     return Pause(settings.NOTIFY_BROKER_RETRY_SECONDS)
@@ -85,7 +98,7 @@ def sweep() -> dict[str, int]:
     now = current_clock().now()
     swept = sweeper.sweep(
         now,
-        enqueue=send,  # the sweeper marks them woken itself, and unmarks those it could not send
+        enqueue=partial(send_recorded, at=now),  # the sweeper marked them woken, now
         batch=settings.NOTIFY_SWEEP_BATCH,
         redeliver_after=settings.NOTIFY_SWEEP_REDELIVER_AFTER,
     )

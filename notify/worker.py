@@ -59,8 +59,9 @@ class StepReport:
     # poll interval (long ETAs are not relied on). None: someone else schedules it, or a
     # wake-up no later than this one is already pending.
     wake_after: timedelta | None = None
-    # The wake-up was recorded on the event as the lease was given back: the caller only sends it.
-    wake_up_recorded: bool = False
+    # When the wake-up recorded on the event as the lease was given back is due (None: none was
+    # recorded): the caller only sends it, and forgets it if it does not go (tasks.send_recorded).
+    wake_at: datetime | None = None
 
 
 def sms_callback_url(event_id: str) -> str:
@@ -170,11 +171,12 @@ def _leased_step(
             # The lease goes back with the next wake-up recorded on the event, in one statement.
             wake_up = None if wake_after is None else (now + wake_after, now)
             recorded = transitions.release_lease(event_id, lease, wake_up=wake_up)
+            wake_at = wake_up[0] if wake_up is not None and recorded else None
             if wake_up is not None and not recorded:
                 wake_after = None  # one no later is pending, or the lease was taken over: its holder schedules
         else:
             # The step's last write gave the lease back and recorded the wake-up (``transitions.HandBack``).
-            recorded = handed.wake_at is not None
+            wake_at = handed.wake_at
             wake_after = None if handed.wake_at is None else max(handed.wake_at - now, timedelta(0))
     log.info(
         "step",
@@ -189,7 +191,7 @@ def _leased_step(
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         },
     )
-    return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after, recorded)
+    return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after, wake_at)
 
 
 # Outcomes worth a counter of their own in /metrics (by channel).

@@ -74,9 +74,9 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         fields = [{"field": refused.field, "message": refused.message}] if refused.field else []
         return Status(status, error_body(refused.reason.value, refused.message, fields))
     event = outcome.event
-    if outcome.created:
+    if outcome.created and event.wake_at is not None:
         # create_event recorded this first wake-up as pending (wake_at): send it, no more.
-        transaction.on_commit(partial(tasks.send, event.id))
+        transaction.on_commit(partial(tasks.send_recorded, event.id, at=event.wake_at))
     status = 201 if outcome.created else 200
     log.info("api_create", extra={"service": service, "status": status, "event_id": event.id})
     return Status(

@@ -14,4 +14,5 @@ def test_a_creation_answers_while_the_broker_accepts_connections_and_never_answe
     assert statuses_from_a_thread(api, body()) == [201]
     assert len(silent_server.accepted) == 1  # the wake-up was tried, and lost
     (event,) = Event.objects.all()
-    assert event.next_action_at is not None  # due in the database: the sweeper enqueues it
+    assert event.next_action_at is not None  # due in the database: the sweeper enqueues it ...
+    assert event.wake_at is None  # ... at its next run: the wake-up that did not go is forgotten

@@ -41,7 +41,7 @@ def test_a_new_request_creates_the_event_and_enqueues_its_first_step(api, django
     # The first wake-up is recorded as pending by the creating INSERT, and sent once it commits.
     assert event.wake_at == event.created_at
     [wakeup] = wakeups
-    assert (wakeup.func, wakeup.args) == (tasks.send, (event.id,))
+    assert (wakeup.func, wakeup.args, wakeup.keywords) == (tasks.send_recorded, (event.id,), {"at": event.wake_at})
 
 
 def test_an_explicit_expiry_with_an_offset_is_kept(api):

@@ -5,16 +5,22 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from notify import tasks
+from notify import rows, sweeper, tasks
 from notify.models import Event
 from tests.factories import new_event
+from tests.notify.helpers import seconds
 
 
 @pytest.fixture
 def sent(monkeypatch):
     # The broker is the boundary: record what would be put on it.
     messages = []
-    monkeypatch.setattr(tasks, "send", lambda event_id, countdown=0.0: messages.append((event_id, countdown)))
+
+    def send(event_id: str, countdown: float = 0.0) -> bool:
+        messages.append((event_id, countdown))
+        return True  # it went
+
+    monkeypatch.setattr(tasks, "send", send)
     return messages
 
 
@@ -64,3 +70,20 @@ def test_once_the_pending_wake_up_is_due_the_next_one_is_sent(event, clock, sent
         wake(event, 10, django_capture_on_commit_callbacks)
 
     assert sent == [(event.id, 5), (event.id, 10)]
+
+
+def test_a_wake_up_recorded_and_not_sent_is_forgotten_for_the_sweeper(policy, clock):
+    # Recorded as pending and never sent (the broker did not take it), a wake-up kept the sweeper
+    # off the event until NOTIFY_SWEEP_REDELIVER_AFTER past it, with no hint on its way.
+    event = new_event(clock.now())
+    recorded = clock.now() + seconds(5)
+    Event.objects.filter(pk=event.id).update(wake_at=recorded)
+
+    rows.forget_wake_ups([event.id], at=clock.now())  # not this one's: another, sent since, is kept
+    kept = Event.objects.get(pk=event.id).wake_at
+    rows.forget_wake_ups([event.id], at=recorded)
+
+    assert kept == recorded
+    assert Event.objects.get(pk=event.id).wake_at is None
+    swept = sweeper.sweep(clock.now(), enqueue=lambda _: True, batch=10, redeliver_after=seconds(10))
+    assert swept.enqueued == 1  # due again for the sweeper at once
