@@ -92,31 +92,39 @@ def choose(root: Path = ROOT, modules: Sequence[str] = MODULES) -> bool:
     return True
 
 
+def _module_name(extension: Path, root: Path) -> str:
+    """The dotted name an extension module under ``root`` is imported by."""
+    relative = extension.relative_to(root)
+    return ".".join([*relative.parent.parts, extension.name.split(".")[0]])
+
+
 def _beside(source: Path) -> Path:
     """The extension module mypyc wrote beside ``source``."""
     (found,) = [path for suffix in EXTENSION_SUFFIXES if (path := source.with_suffix(suffix)).exists()]
     return found
 
 
-def build(run: Callable[..., object] = subprocess.run) -> None:
-    """Compile ``MODULES`` with mypyc into ``build/native/``, unless a current build is there."""
-    if current()[0] is not None:
-        print(f"native: {', '.join(MODULES)} up to date")
+def build(root: Path = ROOT, modules: Sequence[str] = MODULES, run: Callable[..., object] = subprocess.run) -> None:
+    """Compile ``modules`` with mypyc into ``build/native/``, unless a current build is there."""
+    if current(root, modules)[0] is not None:
+        print(f"native: {', '.join(modules)} up to date")
         return
-    stamp = _stamp(ROOT, MODULES)  # before: a source edited during the build shows as a stale build
-    out = ROOT / OUT
+    stamp = _stamp(root, modules)  # before: a source edited during the build shows as a stale build
+    out = root / OUT
     shutil.rmtree(out, ignore_errors=True)  # the stamp first of all: a failed build leaves none
-    for module in MODULES:  # and any copy beside a source (an older layout's), which would shadow it
+    for module in modules:  # and any copy beside a source (an older layout's), which would shadow it
         for suffix in EXTENSION_SUFFIXES:
-            source(module).with_suffix(suffix).unlink(missing_ok=True)
+            source(module, root).with_suffix(suffix).unlink(missing_ok=True)
     # mypyc type-checks with the project's mypy configuration (django-stubs included), writes the
-    # extension modules beside the sources and the runtime library they share in its working
-    # directory; all of them are moved out at once, so a source is never shadowed by its copy.
-    sources = [str(source(module).relative_to(ROOT)) for module in MODULES]
-    run([sys.executable, "-m", "mypyc", *sources], cwd=ROOT, check=True)
-    made = {module: _beside(source(module)) for module in MODULES}
-    made.update({runtime.name.split(".")[0]: runtime for runtime in ROOT.glob("*__mypyc.*")})
-    files = {name: str(path.relative_to(ROOT)) for name, path in made.items()}
+    # extension modules beside the sources and the library of their compiled code: in its working
+    # directory for several modules, beside the source for one. All of them are moved out at once,
+    # so a source is never shadowed by its copy.
+    sources = [str(source(module, root).relative_to(root)) for module in modules]
+    run([sys.executable, "-m", "mypyc", *sources], cwd=root, check=True)
+    made = {module: _beside(source(module, root)) for module in modules}
+    for place in {root, *(source(module, root).parent for module in modules)}:
+        made.update({_module_name(library, root): library for library in place.glob("*__mypyc.*")})
+    files = {name: str(path.relative_to(root)) for name, path in made.items()}
     for name, path in made.items():
         target = out / files[name]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -124,4 +132,4 @@ def build(run: Callable[..., object] = subprocess.run) -> None:
     scratch = out / f"{STAMP}.new"
     scratch.write_text(json.dumps({**stamp, "files": files}, indent=1) + "\n")
     scratch.replace(out / STAMP)  # whole or not at all
-    print(f"native: compiled {', '.join(MODULES)} into {OUT}")
+    print(f"native: compiled {', '.join(modules)} into {OUT}")

@@ -1,6 +1,7 @@
 """The compiled decision code runs only while its build is whole and current (config.native)."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -110,3 +111,60 @@ def test_a_malformed_notify_native_stops_start_up(project, monkeypatch):
 
     with pytest.raises(ImproperlyConfigured, match="NOTIFY_NATIVE"):
         native.choose(project, MODULES)
+
+
+PROBE = ("nativeprobe.decide",)
+PROBE_SOURCE = "def twice(n: int) -> int:\n    return n * 2\n"
+
+
+@pytest.fixture
+def probe(tmp_path: Path, meta_path) -> Path:
+    """A project of one small typed module, ``nativeprobe.decide``, not yet compiled."""
+    (tmp_path / "nativeprobe").mkdir()
+    (tmp_path / "nativeprobe" / "__init__.py").write_text("")
+    (tmp_path / "nativeprobe" / "decide.py").write_text(PROBE_SOURCE)
+    sys.path.insert(0, str(tmp_path))
+    yield tmp_path
+    sys.path.remove(str(tmp_path))
+    for name in [name for name in sys.modules if name.split(".")[0] == "nativeprobe"]:
+        del sys.modules[name]
+
+
+def test_a_build_compiles_apart_from_the_sources_and_is_imported_in_their_place(probe):
+    native.build(probe, PROBE)
+
+    # Nothing compiled is left beside the source (found: for one module, mypyc writes the library
+    # of its compiled code there, not in the working directory, and it stayed, out of the stamp).
+    assert sorted(path.name for path in (probe / "nativeprobe").iterdir()) == ["__init__.py", "decide.py"]
+    files, why_not = native.current(probe, PROBE)
+    assert files is not None, why_not
+    assert sorted(files) == ["nativeprobe.decide", "nativeprobe.decide__mypyc"]
+    assert native.choose(probe, PROBE)
+    from nativeprobe import decide
+
+    assert Path(decide.__file__ or "").suffix == ".so"
+    assert decide.twice(21) == 42
+
+
+def test_a_current_build_is_not_compiled_again(project):
+    def run(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    native.build(project, MODULES, run=run)
+
+    assert native.current(project, MODULES)[0] is not None
+
+
+def test_a_failed_build_leaves_no_build_so_the_sources_run(project):
+    (project / "pkg" / "mod.py").write_text("ANSWER = 2\n")  # stale: compiled again
+    (project / "pkg" / f"mod{SUFFIX}").write_bytes(b"")  # a copy beside the source, from an older layout
+
+    def run(*args, **kwargs):
+        raise subprocess.CalledProcessError(1, "mypyc")
+
+    with pytest.raises(subprocess.CalledProcessError):
+        native.build(project, MODULES, run=run)
+
+    assert not (project / native.OUT).exists()  # the stale build, stamp first, is gone
+    assert not (project / "pkg" / f"mod{SUFFIX}").exists()  # and the copy that would shadow the source
+    assert native.current(project, MODULES) == (None, "not compiled (make native)")
