@@ -1,5 +1,6 @@
 """The compiled decision code runs only while its build is whole and current (config.native)."""
 
+import importlib
 import json
 import subprocess
 import sys
@@ -140,7 +141,7 @@ def test_a_build_compiles_apart_from_the_sources_and_is_imported_in_their_place(
     assert files is not None, why_not
     assert sorted(files) == ["nativeprobe.decide", "nativeprobe.decide__mypyc"]
     assert native.choose(probe, PROBE)
-    from nativeprobe import decide
+    decide = importlib.import_module("nativeprobe.decide")  # the scratch project's, on sys.path
 
     assert Path(decide.__file__ or "").suffix == ".so"
     assert decide.twice(21) == 42
