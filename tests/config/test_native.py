@@ -4,6 +4,7 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,7 @@ PROBE_SOURCE = "def twice(n: int) -> int:\n    return n * 2\n"
 
 
 @pytest.fixture
-def probe(tmp_path: Path, meta_path) -> Path:
+def probe(tmp_path: Path, meta_path) -> Iterator[Path]:
     """A project of one small typed module, ``nativeprobe.decide``, not yet compiled."""
     (tmp_path / "nativeprobe").mkdir()
     (tmp_path / "nativeprobe" / "__init__.py").write_text("")
