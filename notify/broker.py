@@ -93,7 +93,8 @@ def bounded_connection() -> Connection:
     timeout = settings.NOTIFY_BROKER_PUBLISH_TIMEOUT
     bounds = {"socket_timeout": timeout, "socket_connect_timeout": timeout}  # Redis's; AMQP's is connect_timeout
     url = app.conf.broker_write_url or app.conf.broker_url
-    transport = _KeptClientTransport if url.startswith(("redis://", "rediss://")) else None
+    # Not for rediss://: kombu reads TLS's default from the scheme's name, which a class replaces.
+    transport = _KeptClientTransport if url.startswith("redis://") else None
     connection: Connection = app.connection_for_write(
         connect_timeout=timeout, transport_options=bounds, transport=transport
     )

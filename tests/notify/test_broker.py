@@ -239,3 +239,15 @@ def test_wake_ups_sent_at_once_do_not_wait_for_each_other(monkeypatch, silent_se
         sender.join(timeout=30)
 
     assert len(silent_server.accepted) == 4  # all four were in flight together
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [("redis://127.0.0.1:6379/0", True), ("rediss://127.0.0.1:6380/0", False), ("amqp://127.0.0.1:5672//", False)],
+)
+def test_only_a_plain_redis_broker_is_published_to_through_a_kept_client(monkeypatch, url, kept):
+    # rediss:// keeps kombu's own transport: kombu takes TLS's default from the scheme's name.
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", url)
+
+    with broker.bounded_connection() as connection:  # not connected: nothing is asked of a server
+        assert (connection.transport_cls is broker._KeptClientTransport) is kept
