@@ -250,4 +250,4 @@ def test_only_a_plain_redis_broker_is_published_to_through_a_kept_client(monkeyp
     monkeypatch.setenv("CELERY_BROKER_WRITE_URL", url)
 
     with broker.bounded_connection() as connection:  # not connected: nothing is asked of a server
-        assert (connection.transport_cls is broker._KeptClientTransport) is kept
+        assert (connection.get_transport_cls() is broker._KeptClientTransport) is kept
