@@ -69,7 +69,7 @@ def main(selected: list[str]) -> None:
     if wanted("replay"):
         print("replay:")
         rates = replay.run_bench()
-        results.record("replay_records_per_s", rates.replayed, "records/s replayed, one core", rates.read)
+        results.record("replay_records_per_s", rates.replayed, "records/s replayed, one core (CPU time)", rates.read)
     if wanted("e2e") or wanted("e2e-profile"):
         print("e2e:")
         _record_e2e(e2e.run(profile=wanted("e2e-profile") and bool(selected)))
