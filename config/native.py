@@ -115,6 +115,10 @@ def build(root: Path = ROOT, modules: Sequence[str] = MODULES, run: Callable[...
     for module in modules:  # and any copy beside a source (an older layout's), which would shadow it
         for suffix in EXTENSION_SUFFIXES:
             source(module, root).with_suffix(suffix).unlink(missing_ok=True)
+    places = {root, *(source(module, root).parent for module in modules)}
+    for place in places:  # and any library an interrupted or other build left where this one's go
+        for library in place.glob("*__mypyc.*"):
+            library.unlink()
     # mypyc type-checks with the project's mypy configuration (django-stubs included), writes the
     # extension modules beside the sources and the library of their compiled code: in its working
     # directory for several modules, beside the source for one. All of them are moved out at once,
@@ -122,7 +126,7 @@ def build(root: Path = ROOT, modules: Sequence[str] = MODULES, run: Callable[...
     sources = [str(source(module, root).relative_to(root)) for module in modules]
     run([sys.executable, "-m", "mypyc", *sources], cwd=root, check=True)
     made = {module: _beside(source(module, root)) for module in modules}
-    for place in {root, *(source(module, root).parent for module in modules)}:
+    for place in places:
         made.update({_module_name(library, root): library for library in place.glob("*__mypyc.*")})
     files = {name: str(path.relative_to(root)) for name, path in made.items()}
     for name, path in made.items():

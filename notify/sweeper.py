@@ -27,11 +27,18 @@ class Swept:
     expired: int
 
 
-def sweep(now: datetime, *, enqueue: Callable[[str], bool], batch: int, redeliver_after: timedelta) -> Swept:
+def sweep(
+    now: datetime,
+    *,
+    enqueue: Callable[[str], bool],
+    forget: Callable[[list[str]], None],
+    batch: int,
+    redeliver_after: timedelta,
+) -> Swept:
     """Expire or re-enqueue every due event whose lease is free and whose wake-up was lost.
 
-    ``enqueue`` sends an event's wake-up and says whether it went (one that did not is
-    forgotten by it, ``tasks.send_recorded``, for the next sweep to try again).
+    ``enqueue`` sends an event's wake-up and says whether it went; ``forget`` clears this
+    sweep's marks (``wake_at`` = ``now``) of the events given.
 
     1. Take a batch of due, unleased events without a wake-up hint due in the last
        ``redeliver_after`` (none was sent, or it is that overdue: lost), oldest due
@@ -40,24 +47,29 @@ def sweep(now: datetime, *, enqueue: Callable[[str], bool], batch: int, redelive
        next sweep nor a concurrent one enqueues them again while this hint is fresh.
     2. After commit: expire those past their reset expiry here (a backlog of wake-ups
        must not keep an expired event open), enqueue the others.
-    3. Stop after a batch in which a wake-up did not go (the broker hangs, or this process
-       has paused its sends): the broker takes no hints now, and the next batch would be the
-       same events again, forgotten as they were.
+    3. At the end, forget the marks of those whose wake-up did not go (the broker hangs, or
+       this process has paused its sends), for the next sweep to try again: marked, they
+       would rest ``redeliver_after`` with no hint on its way. Not before the end: unmarked,
+       they would be the next batch again, and the expiries behind them would wait.
     """
     enqueued = expired = 0
-    for _ in range(MAX_BATCHES):
-        due = _claim_batch(now, batch, redeliver_after)
-        unsent = 0
-        for event_id, expires_at in due:
-            if expires_at <= now:
-                outcome = transitions.expire(event_id, now=now, actor=SWEEPER)
-                expired += outcome.applied
-            elif enqueue(event_id):
-                enqueued += 1
-            else:
-                unsent += 1
-        if unsent or len(due) < batch:
-            break
+    unsent: list[str] = []
+    try:
+        for _ in range(MAX_BATCHES):
+            due = _claim_batch(now, batch, redeliver_after)
+            for event_id, expires_at in due:
+                if expires_at <= now:
+                    outcome = transitions.expire(event_id, now=now, actor=SWEEPER)
+                    expired += outcome.applied
+                elif enqueue(event_id):
+                    enqueued += 1
+                else:
+                    unsent.append(event_id)
+            if len(due) < batch:
+                break
+    finally:
+        if unsent:
+            forget(unsent)
     return Swept(enqueued, expired)
 
 

@@ -9,7 +9,7 @@ from functools import cache, partial
 
 from celery import shared_task
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from kombu.exceptions import OperationalError
 
 from notify import broker, retention, rows, sweeper, tallies, worker
@@ -83,8 +83,18 @@ def send_recorded(event_id: str, *, at: datetime, countdown: float = 0.0) -> boo
     """
     if send(event_id, countdown=countdown):
         return True
-    rows.forget_wake_ups([event_id], at=at)
+    forget_wake_ups([event_id], at=at)
     return False
+
+
+def forget_wake_ups(event_ids: list[str], *, at: datetime) -> None:
+    """``rows.forget_wake_ups``, at best: a database that fails it leaves the records (the sweeper
+    takes the events after NOTIFY_SWEEP_REDELIVER_AFTER, as before), never fails the caller: a
+    creation that committed, or a sweep half done."""
+    try:
+        rows.forget_wake_ups(event_ids, at=at)
+    except DatabaseError as error:
+        log.warning("wake_up_not_forgotten", extra={"events": len(event_ids), "error": type(error).__name__})
 
 
 @cache
@@ -98,7 +108,8 @@ def sweep() -> dict[str, int]:
     now = current_clock().now()
     swept = sweeper.sweep(
         now,
-        enqueue=partial(send_recorded, at=now),  # the sweeper marked them woken, now
+        enqueue=send,
+        forget=partial(forget_wake_ups, at=now),  # the sweeper marked them woken, now
         batch=settings.NOTIFY_SWEEP_BATCH,
         redeliver_after=settings.NOTIFY_SWEEP_REDELIVER_AFTER,
     )

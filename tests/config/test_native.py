@@ -133,6 +133,10 @@ def probe(tmp_path: Path, meta_path) -> Iterator[Path]:
 
 
 def test_a_build_compiles_apart_from_the_sources_and_is_imported_in_their_place(probe):
+    # Left by an interrupted build, or one for another interpreter: not this build's, never stamped.
+    (probe / f"0123abcd__mypyc{SUFFIX}").write_bytes(b"")
+    (probe / "nativeprobe" / "decide__mypyc.cpython-310-x86_64-linux-gnu.so").write_bytes(b"")
+
     native.build(probe, PROBE)
 
     # Nothing compiled is left beside the source (found: for one module, mypyc writes the library

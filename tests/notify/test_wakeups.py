@@ -85,5 +85,7 @@ def test_a_wake_up_recorded_and_not_sent_is_forgotten_for_the_sweeper(policy, cl
 
     assert kept == recorded
     assert Event.objects.get(pk=event.id).wake_at is None
-    swept = sweeper.sweep(clock.now(), enqueue=lambda _: True, batch=10, redeliver_after=seconds(10))
+    swept = sweeper.sweep(
+        clock.now(), enqueue=lambda _: True, forget=lambda _: None, batch=10, redeliver_after=seconds(10)
+    )
     assert swept.enqueued == 1  # due again for the sweeper at once
