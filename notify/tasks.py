@@ -5,7 +5,7 @@ import logging
 import os
 import socket
 from datetime import datetime, timedelta
-from functools import cache, partial
+from functools import partial
 
 from celery import shared_task
 from django.conf import settings
@@ -14,6 +14,7 @@ from kombu.exceptions import OperationalError
 
 from notify import broker, retention, rows, sweeper, tallies, worker
 from notify.clock import current_clock
+from notify.once import OncePerProcess
 from notify.pause import Pause
 from notify.transports import configured
 
@@ -97,7 +98,7 @@ def forget_wake_ups(event_ids: list[str], *, at: datetime) -> None:
         log.warning("wake_up_not_forgotten", extra={"events": len(event_ids), "error": type(error).__name__})
 
 
-@cache
+@OncePerProcess
 def _publish_pause() -> Pause:
     return Pause(settings.NOTIFY_BROKER_RETRY_SECONDS)
 

@@ -5,7 +5,6 @@ database's clock with this host's own, pinned into the statements as before: the
 clock is what let a worker running ahead take over a live lease.
 """
 
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -19,6 +18,7 @@ from notify.clock import DatabaseClock, SystemClock, parse_database_time
 from notify.models import Event, HostClock
 from notify.states import Channel, NextAction
 from notify.transports import Transports, lease_hold
+from tests.concurrency import run_interleaved
 from tests.factories import new_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,16 +186,7 @@ def test_threads_reporting_offsets_together_write_only_real_offsets(settings, mo
             connection.close()
 
     threads = [threading.Thread(target=reporter, args=(0.25 * (n + 1),)) for n in range(8)]
-    # Threads switch every microsecond rather than every 5 ms, as I/O makes them under load.
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(threads)
 
     assert failures == []
     assert 0 < HostClock.objects.get(host="threaded-host").offset_seconds <= 2.0

@@ -1,0 +1,39 @@
+"""Objects a process makes once and shares among its threads: a rate limit's store, a pause.
+
+``functools.cache`` does not promise that: threads that miss at the same moment each run the
+function, and each keeps what its own call made. For an object that holds state the state is
+split: the web's first requests, arriving at once, counted their rate limit in stores that no
+later request asks (seven requests past a limit of 700 in ``tests/api/test_memory_rate_limit.py``).
+"""
+
+import threading
+from collections.abc import Callable, Hashable
+from functools import update_wrapper
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class OncePerProcess(Generic[T]):
+    """``make(*args)`` run once per distinct ``args`` in this process, whichever threads ask."""
+
+    def __init__(self, make: Callable[..., T]) -> None:
+        self._make = make
+        self._made: dict[tuple[Hashable, ...], T] = {}
+        self._lock = threading.Lock()
+        update_wrapper(self, make)
+
+    def __call__(self, *args: Hashable) -> T:
+        try:
+            return self._made[args]  # made already: read without the lock (a dict lookup is atomic)
+        except KeyError:
+            pass
+        # Made under the lock, checked again in it: the thread that lost the race takes the winner's.
+        with self._lock:
+            if args not in self._made:
+                self._made[args] = self._make(*args)
+            return self._made[args]
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._made.clear()
