@@ -124,7 +124,8 @@ class OneThreadAtATime(MovingWindowRateLimiter):
     (it stopped the end-to-end benchmark once, at 80 creations/s; mended upstream in
     alisaifee/limits#352, not in a release yet). A Redis store needs no such lock: each hit is one
     script there, and a lock here would hold every thread through a network round trip. The
-    memory store's steps take microseconds, so the lock costs nothing the web would notice.
+    memory store's steps take microseconds; the exception is the hit that starts the store's next
+    timer thread (about once per 10 ms of traffic), which holds the lock until that thread runs.
     """
 
     def __init__(self, storage: MemoryStorage) -> None:

@@ -29,7 +29,7 @@ def test_threads_asking_at_once_are_each_answered_and_counted_once(counted_in_me
     request = RequestFactory().post("/api/v1/events")
     request.auth = ServiceToken(service=f"svc-{uuid.uuid4().hex}")  # type: ignore[attr-defined]
     throttle = PerService()
-    start = threading.Barrier(THREADS)
+    start = threading.Barrier(THREADS, timeout=30)  # a thread that died fails the test, not hangs it
     allowed, errors = [0] * THREADS, []
 
     def ask(thread: int) -> None:

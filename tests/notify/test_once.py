@@ -3,6 +3,8 @@
 import threading
 import time
 
+import pytest
+
 from notify.once import OncePerProcess
 from tests.concurrency import run_interleaved
 
@@ -43,3 +45,20 @@ def test_each_argument_has_its_own_object_until_the_cache_is_cleared():
     assert store("b") is not first
     store.cache_clear()
     assert store("a") is not first
+
+
+def test_a_maker_that_failed_is_asked_again():
+    attempts: list[int] = []
+
+    @OncePerProcess
+    def store(name: str) -> object:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("the first try fails")
+        return object()
+
+    with pytest.raises(ConnectionError):
+        store("a")
+
+    assert store("a") is store("a")
+    assert len(attempts) == 2
