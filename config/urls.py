@@ -6,6 +6,9 @@ from notify.api import api
 from runbook.logins import LoginView
 from runbook.metrics_endpoint import metrics
 
+# Requests Django refuses before any view (a Host it does not serve): the API's error shape on its paths.
+handler400 = "notify.api.errors.bad_request"
+
 urlpatterns = [
     path("", include("runbook.urls")),
     # Only log in and out: console accounts are managed by staff in the admin.

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 
@@ -70,6 +71,20 @@ def register(api: NinjaAPI) -> None:
         # ninja raises 400 "Cannot parse request body" for JSON it cannot read.
         code = "malformed_request" if exc.status_code == 400 else "http_error"
         return respond(request, exc.status_code, code, str(exc))
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 400 (``handler400``): what it refuses before any view, in the API's shape on its paths.
+
+    Django answers a request it will not serve (a Host header not in DJANGO_ALLOWED_HOSTS, too
+    many form fields) with this before the API sees it; a service reading the API's errors gets
+    ``Error``, not an HTML page (the fuzzer sent such a Host). The refused value is not repeated.
+    """
+    if not request.path_info.startswith("/api/"):
+        return defaults.bad_request(request, exception)
+    log.info("api_refused", extra={"path": request.path, "status": 400, "error": "malformed_request"})
+    message = "the request cannot be served as sent (for example, its Host header is not one this service answers to)"
+    return JsonResponse(error_body("malformed_request", message), status=400)
 
 
 UNKNOWN_FIELD_MESSAGE = "unknown field"

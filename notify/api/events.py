@@ -22,7 +22,9 @@ log = logging.getLogger("notify.api")
 
 router = Router(tags=["events"])
 
-REFUSED = {401: Error, 404: Error, 409: Error, 413: Error, 422: Error, 429: Error}
+# 400 on every operation: a body that is not JSON, and a request Django refuses before any view
+# (a Host header not in DJANGO_ALLOWED_HOSTS: config/urls.py's handler400).
+REFUSED = {400: Error, 401: Error, 404: Error, 409: Error, 413: Error, 422: Error, 429: Error}
 
 
 def console_url(event_id: str) -> str:
@@ -53,7 +55,7 @@ def reset_request(service: str, payload: CreateEvent) -> ResetRequest:
     )
 
 
-@router.post("/events", response={200: CreatedEvent, 201: CreatedEvent, 400: Error, **REFUSED})
+@router.post("/events", response={200: CreatedEvent, 201: CreatedEvent, **REFUSED})
 def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
     """Ask for a reset to be delivered. Repeating a request with the same client_key is safe.
 

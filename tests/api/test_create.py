@@ -219,6 +219,24 @@ def test_malformed_json_is_a_bad_request(api):
     assert response.json()["error"] == "malformed_request"
 
 
+@pytest.mark.parametrize("path", ["/api/v1/whoami", "/api/v1/events"])
+def test_a_host_this_service_does_not_serve_is_refused_in_the_api_s_error_shape(api, path):
+    # Django refuses it before any view; the fuzzer sent one ("Host: k Key") and got an HTML page.
+    response = api.get(path, HTTP_HOST="k Key")
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == "malformed_request"
+    assert b"k Key" not in response.content
+
+
+def test_the_console_keeps_django_s_own_page_for_a_host_it_does_not_serve(client):
+    response = client.get("/", HTTP_HOST="k Key")
+
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")
+
+
 def test_a_body_over_the_limit_is_refused_and_nothing_is_stored(api, settings):
     response = post(api, body(reset_url="https://example.org/" + "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
 

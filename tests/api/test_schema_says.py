@@ -84,3 +84,17 @@ def test_a_creation_links_to_its_follow_up_read(api, client, policy):
     # Following the link from a real creation reads that event.
     created = post(api, body()).json()
     assert api.get(f"/api/v1/events/{created['event_id']}").json()["event_id"] == created["event_id"]
+
+
+def test_every_operation_documents_the_400_django_may_answer_before_it(client):
+    # A Host the service does not serve is refused before any view, on every path (handler400).
+    paths = served_schema(client)["paths"]
+
+    undocumented = [
+        f"{method.upper()} {path}"
+        for path, operations in paths.items()
+        for method, operation in operations.items()
+        if "400" not in operation["responses"]
+    ]
+
+    assert undocumented == []
