@@ -14,7 +14,7 @@ def main(selected: list[str]) -> None:
     """Run every benchmark, or only those named on the command line (cas, api, console, replay, e2e, e2e-profile)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from bench import api, api_parts, cas, console, database, e2e, replay, results
+    from bench import api, api_parts, api_stages, cas, console, database, e2e, replay, results
 
     def wanted(name: str) -> bool:
         return not selected or name in selected
@@ -56,6 +56,17 @@ def main(selected: list[str]) -> None:
         results.record(
             "api_callback_parts_cpu_ms", sum(part.cpu_ms for part in callback),
             "ms CPU, a callback's parts in isolation (bench/api_parts.py)", None,
+        )  # fmt: skip
+        stages = api_stages.run()
+        print(api_stages.table(stages))
+        in_process = "through Django's handler in this process (bench/api_stages.py)"
+        results.record(
+            "api_create_in_process_cpu_ms", stages.total("creation"),
+            f"ms CPU per creation {in_process}; ceiling: per whoami", stages.total("whoami"),
+        )  # fmt: skip
+        results.record(
+            "api_callback_in_process_cpu_ms", stages.total("callback"),
+            f"ms CPU per signed callback {in_process}; ceiling: per whoami", stages.total("whoami"),
         )  # fmt: skip
     if wanted("console"):
         print("console:")

@@ -1,0 +1,42 @@
+"""The in-request breakdown charges each stage of the real path, and leaves the path as it found it."""
+
+import pytest
+from django.core.handlers.base import BaseHandler
+from ninja.operation import Operation
+
+from bench import api_stages
+from notify import tasks
+from notify.api import events as api_events
+
+
+@pytest.fixture
+def few_requests(monkeypatch, settings, transactional_db, policy):
+    monkeypatch.setattr(api_stages, "REQUESTS", 4)
+    monkeypatch.setattr(api_stages, "ROUNDS", 1)
+    settings.ALLOWED_HOSTS = ["127.0.0.1"]
+
+
+def test_each_kind_of_request_is_charged_the_stages_it_went_through(few_requests):
+    stages = api_stages.run().per_request
+
+    assert all(stages[kind][api_stages.WHOLE] > 0 for kind in ("creation", "whoami", "callback"))
+    assert stages["creation"]["create_event"] > 0
+    assert stages["creation"]["wake-up publish"] > 0  # after the commit: the request really committed
+    assert stages["whoami"]["create_event"] == stages["whoami"]["wake-up publish"] == 0
+    assert stages["callback"]["transition (observation, CAS, claim)"] > 0
+    assert stages["creation"]["create_event"] < stages["creation"][api_stages.WHOLE]
+
+
+def test_the_wrapped_functions_are_put_back(few_requests):
+    originals = (BaseHandler.get_response, Operation._run_checks, api_events.create_event, tasks.send_recorded)
+
+    api_stages.run()
+
+    assert (BaseHandler.get_response, Operation._run_checks, api_events.create_event, tasks.send_recorded) == originals
+
+
+def test_the_table_names_every_kind_and_what_is_left_over(few_requests):
+    table = api_stages.table(api_stages.run())
+
+    assert table.splitlines()[0] == "| inside a request (Django's handler, this process) | creation | whoami | callback |"
+    assert "| the rest (Django's handler, middleware, ninja, the view) |" in table
