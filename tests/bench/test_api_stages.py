@@ -38,5 +38,6 @@ def test_the_wrapped_functions_are_put_back(few_requests):
 def test_the_table_names_every_kind_and_what_is_left_over(few_requests):
     table = api_stages.table(api_stages.run())
 
-    assert table.splitlines()[0] == "| inside a request (Django's handler, this process) | creation | whoami | callback |"
+    header = table.splitlines()[0]
+    assert header == "| inside a request (Django's handler, this process) | creation | whoami | callback |"
     assert "| the rest (Django's handler, middleware, ninja, the view) |" in table
