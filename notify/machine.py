@@ -10,8 +10,37 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import NamedTuple, Protocol
 
-from notify.states import Channel, ClaimState, NextAction, Normalized, State, state_of
+from notify.states import Channel, ClaimState, NextAction, Normalized, State
 from policies.models import PolicyVersion
+
+# ``State(value)`` and ``ClaimState(value)`` go through Enum's call machinery (about 0.3 µs);
+# every decision converts a stored state, and replay makes millions, so these look it up instead.
+# Here, not in notify.states, so that they are compiled with their callers (config.native):
+# interpreted, each call cost the compiled decision code a Python frame.
+# A member hashes and compares as its value, so a member or a stored string finds its member.
+_STATES: dict[str, State] = {member.value: member for member in State}
+_CLAIM_STATES: dict[str, ClaimState] = {member.value: member for member in ClaimState}
+
+
+def state_of(value: str) -> State:
+    """The ``State`` member for a stored state (a string or a member); KeyError if none."""
+    return _STATES[value]
+
+
+def claim_state_of(value: str) -> ClaimState:
+    """The ``ClaimState`` member for a stored claim state (a string or a member); KeyError if none."""
+    return _CLAIM_STATES[value]
+
+
+def plain(member: State | ClaimState | NextAction) -> str:
+    """A member's value as a plain ``str``, as it is stored.
+
+    ``member.value`` is ``enum.property``, Python code that compiled callers (config.native) pay
+    a frame for on every read; ``_value_`` is the attribute it reads.
+    """
+    value: str = member._value_
+    return value
+
 
 ALLOWED_TRANSITIONS: Mapping[State, frozenset[State]] = {
     State.SMS_REQUESTED: frozenset({State.SMS_PENDING, State.SMS_FAILED, State.EMAIL_CLAIMED, State.EXPIRED}),

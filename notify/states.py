@@ -86,20 +86,3 @@ class NextAction(models.TextChoices):
 
 class Purpose(models.TextChoices):
     PASSWORD_RESET = "password_reset"
-
-
-# ``State(value)`` and ``ClaimState(value)`` go through Enum's call machinery (about 0.3 µs);
-# every decision converts a stored state, and replay makes millions, so these look it up instead.
-# A member hashes and compares as its value, so a member or a stored string finds its member.
-_STATES: dict[str, State] = {member.value: member for member in State}
-_CLAIM_STATES: dict[str, ClaimState] = {member.value: member for member in ClaimState}
-
-
-def state_of(value: str) -> State:
-    """The ``State`` member for a stored state (a string or a member); KeyError if none."""
-    return _STATES[value]
-
-
-def claim_state_of(value: str) -> ClaimState:
-    """The ``ClaimState`` member for a stored claim state (a string or a member); KeyError if none."""
-    return _CLAIM_STATES[value]

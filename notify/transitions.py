@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from notify import machine, rows, tallies
+from notify.machine import claim_state_of, plain, state_of
 from notify.models import claim_key
-from notify.states import Cause, Channel, ClaimState, Effect, Normalized, Source, State, claim_state_of, state_of
+from notify.states import Cause, Channel, ClaimState, Effect, Normalized, Source, State
 
 log = logging.getLogger("notify.transitions")
 
@@ -85,6 +86,12 @@ class Change(NamedTuple):
     claimed_channel: Channel | None = None
 
 
+def _change(to_state: State, cause: Cause, claimed_channel: Channel | None = None) -> Change:
+    # With tuple.__new__, as advance builds its values: Change's own __new__ is Python code that
+    # compiled callers (config.native) pay a frame for, and a replay plans millions.
+    return tuple.__new__(Change, (to_state, cause, claimed_channel))
+
+
 # What an operation wants, given the event as it is now: a change to attempt, or
 # None for "nothing the table allows; keep the evidence only".
 Plan = Callable[[rows.Loaded], Change | None]
@@ -100,14 +107,14 @@ def observation_change(loaded: rows.Loaded, observation: ObservationInput) -> Ch
     event = loaded.event
     if target is None or target not in machine.allowed_targets(state_of(event.state), event.fallback_available):
         return None
-    return Change(target, Cause.OBSERVATION)
+    return _change(target, Cause.OBSERVATION)
 
 
 def fallback_change(loaded: rows.Loaded, now: datetime, cause: Cause) -> Change | None:
     """The email claim, if the table allows it now (DESIGN rule 4)."""
     if not machine.may_claim_fallback(loaded.event, loaded.policy, now):
         return None
-    return Change(State.EMAIL_CLAIMED, cause, claimed_channel=Channel.EMAIL)
+    return _change(State.EMAIL_CLAIMED, cause, Channel.EMAIL)
 
 
 def expiry_change(loaded: rows.Loaded, now: datetime) -> Change | None:
@@ -116,7 +123,7 @@ def expiry_change(loaded: rows.Loaded, now: datetime) -> Change | None:
     allowed = machine.allowed_targets(state_of(event.state), event.fallback_available)
     if now < event.expires_at or State.EXPIRED not in allowed:
         return None
-    return Change(State.EXPIRED, Cause.DEADLINE)
+    return _change(State.EXPIRED, Cause.DEADLINE)
 
 
 def not_listed(started_at: datetime, now: datetime, *, proof_after: timedelta, first_wait: timedelta,
@@ -521,20 +528,20 @@ def _claim_move(loaded: rows.Loaded, observation: ObservationInput, now: datetim
     current = loaded.claims.get(observation.channel)
     if target is None or current is None:
         return None
-    fields: dict[str, object] = {"state": target.value, "updated_at": now}
+    fields: dict[str, object] = {"state": plain(target), "updated_at": now}
     if target in (ClaimState.CLAIMED, ClaimState.SUBMITTING):
         fields["next_attempt_at"] = observation.retry_at
     if current.state == target:
         if "next_attempt_at" not in fields:
             return None
-        predecessors = [target.value]
+        predecessors = [plain(target)]
     elif target in machine.CLAIM_TRANSITIONS[claim_state_of(current.state)]:
         predecessors = list(_CLAIM_PREDECESSORS[target])
     else:
         return None
     if observation.provider_ref:
         fields["provider_ref"] = observation.provider_ref
-    return rows.ClaimMove(observation.channel, predecessors, fields)
+    return tuple.__new__(rows.ClaimMove, (observation.channel, predecessors, fields))  # as _change
 
 
 def begin_submit(

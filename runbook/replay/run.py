@@ -119,14 +119,16 @@ def replay(
     progress: Callable[[Iterable[timings.Timing]], Iterable[timings.Timing]] = lambda records: records,
 ) -> Results:
     results: Results = {name: {candidate: Counts() for candidate, _ in listed} for name, listed in policies.items()}
+    # Each region's policies with the counts they add to, paired once: looked up per record, a
+    # candidate (a dataclass) hashed in Python on every one.
+    runs = {name: [(results[name][candidate], policy) for candidate, policy in each] for name, each in policies.items()}
     shared = Shared()
     with collector_paused():
         for timing in progress(timings.read(path)):
             if region is not None and timing.region != region:
                 continue
-            counts = results[timing.region]
-            for candidate, policy in policies[timing.region]:
-                counts[candidate].add(simulate(timing, policy, shared))
+            for counts, policy in runs[timing.region]:
+                counts.add(simulate(timing, policy, shared))
     return results
 
 

@@ -8,8 +8,8 @@ the SMS proves, and ``runbook.risk.pageable`` says whether a page would go out. 
 supplies only what the providers did and how long it took.
 
 The provider model, per the worker (``notify/worker.py``). Each call is answered as history
-answered that attempt (``Timing.sms_call`` / ``email_call``; a replay making more calls than
-history did gets the last one's answer again):
+answered that attempt (``_answer``; a replay making more calls than history did gets the last
+one's answer again):
 - An SMS call refused (``transient``: nothing sent, tried again a poll interval after the answer;
   ``failed``: for good) is answered after its latency. An accepted one is answered after its
   latency, unless that is longer than the client timeout (``TWILIO_TIMEOUT``): then the outcome
@@ -50,11 +50,12 @@ from typing import NamedTuple
 from django.conf import settings
 
 from notify import machine, rows, transitions
-from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State, state_of
+from notify.machine import plain, state_of
+from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transports import call_bound
 from policies.models import PolicyVersion
 from runbook import risk
-from runbook.replay.timings import DEFAULT_LOCALE, Timing
+from runbook.replay.timings import DEFAULT_LOCALE, Call, Timing
 
 # The simulated clock's zero, naive: replay's times are all UTC and all derived from this one, so
 # nothing is lost, and a naive time hashes without the offset lookup an aware one makes on every
@@ -289,6 +290,21 @@ _IMPLIED_ACCEPTANCE = Observation(Channel.SMS, Source.CALLBACK, Normalized.ACCEP
 _RECEIPT_STATUSES = (Normalized.DELIVERED, Normalized.TERMINAL_FAILURE)
 _RECEIPTS = {status: Observation(Channel.SMS, Source.CALLBACK, status) for status in _RECEIPT_STATUSES}
 _POLLED = {status: Observation(Channel.SMS, Source.POLL, status) for status in (Normalized.PENDING, *_RECEIPT_STATUSES)}
+_SUBMITTING = plain(ClaimState.SUBMITTING)
+
+
+def _answer(calls: tuple[Call, ...], index: int, latency_s: float, answer: str) -> tuple[float, str]:
+    """The ``index``-th call (from 0) as history answered it: (latency in seconds, answer).
+
+    From the record's own calls, in the order made; a replay making more calls than history did
+    gets the last one's answer again. A record without them (version 1) made one call, summed up
+    by ``latency_s`` and ``answer``. A plain tuple, which compiled code builds without the frame a
+    NamedTuple's ``__new__`` costs.
+    """
+    if not calls:
+        return latency_s, answer
+    call = calls[min(index, len(calls) - 1)]
+    return call.latency_s, call.answer
 
 
 def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
@@ -325,21 +341,21 @@ def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
 
 
 def _submit_sms(sim: _Sim, now: datetime) -> None:
-    """As ``worker._submit_sms``, answered as history answered this attempt (``Timing.sms_call``)."""
+    """As ``worker._submit_sms``, answered as history answered this attempt (``_answer``)."""
     timing, provider = sim.timing, sim.provider
     _submitting(sim, Channel.SMS, settle_at=now + provider.sms_bound + provider.sms_lookup_delay, now=now)
     sim.sms_attempt_started_at = now
-    call = timing.sms_call(sim.outcome.sms_attempts)
+    latency_s, answer = _answer(timing.sms_calls, sim.outcome.sms_attempts, timing.sms_accept_s, "accepted")
     sim.outcome.sms_attempts += 1
-    latency, timeout = timedelta(seconds=call.latency_s), provider.sms_timeout
-    if call.answer in ("transient", "failed") and latency <= timeout:
+    latency, timeout = timedelta(seconds=latency_s), provider.sms_timeout
+    if answer in ("transient", "failed") and latency <= timeout:
         # Refused, nothing sent: for good, or (transient) tried again a poll interval after the answer.
-        transient = call.answer == "transient"
+        transient = answer == "transient"
         retry_at = now + latency + sim.policy.poll_interval if transient else None
         status = Normalized.TRANSIENT_ERROR if transient else Normalized.REJECTED
         sim.schedule(now + latency, Observation(Channel.SMS, Source.SUBMIT, status, retry_at=retry_at))
         return
-    if call.answer == "accepted" and sim.sms_accepted_at is None:
+    if answer == "accepted" and sim.sms_accepted_at is None:
         # The message exists from its acceptance on; its receipt is timed from this submit.
         sim.sms_accepted_at = now + latency
         if timing.sms_terminal_s is not None:
@@ -349,7 +365,7 @@ def _submit_sms(sim: _Sim, now: datetime) -> None:
                 sim.polled_receipt = (receipt_at, status)  # its callback was lost: only a poll finds it
             else:
                 sim.schedule(receipt_at, _RECEIPTS[status])
-    if call.answer == "accepted" and latency <= timeout:
+    if answer == "accepted" and latency <= timeout:
         sim.schedule(now + latency, _SMS_ACCEPTED)
     else:
         # Our client gave up waiting; whether a message exists is for lookups to settle.
@@ -393,13 +409,14 @@ def _submit_email(sim: _Sim, now: datetime) -> None:
         sim.outcome.no_useful_life = True
         _observe(sim, transitions.NO_USEFUL_LIFE, now)
         return
-    call = sim.timing.email_call(sim.email_attempts)
+    timing = sim.timing
+    latency_s, answer = _answer(timing.email_calls, sim.email_attempts, timing.email_accept_s, timing.email_outcome)
     sim.email_attempts += 1
     deadline = sim.provider.email_bound  # the whole exchange's, as the transport enforces it
     _submitting(sim, Channel.EMAIL, settle_at=now + deadline, now=now)
-    answer_after = timedelta(seconds=call.latency_s)
+    answer_after = timedelta(seconds=latency_s)
     if answer_after <= deadline:
-        status = _EMAIL_ANSWERS[call.answer]
+        status = _EMAIL_ANSWERS[answer]
         # A deferral or a lost answer leaves the claim to be tried again after the policy's backoff.
         retry_at = now + answer_after + sim.policy.email_backoff if status in _EMAIL_RETRIED else None
         sim.schedule(now + answer_after, Observation(Channel.EMAIL, Source.SUBMIT, status, retry_at=retry_at))
@@ -437,8 +454,11 @@ def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime, now: dateti
     # settling (an SMS lookup) only once the call can no longer be in flight.
     key = (channel, settle_at, now)
     if not _shared_step(sim, key):
-        claims = {**sim.loaded.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
-        sim.loaded = rows.Loaded(sim.loaded.event, sim.loaded.version, 0, sim.loaded.policy, claims)
+        # Built with tuple.__new__, as transitions.advance builds its values: a NamedTuple's own
+        # __new__ is Python code that this compiled module pays a frame for.
+        claim = tuple.__new__(machine.ClaimSnapshot, (_SUBMITTING, settle_at))
+        claims = {**sim.loaded.claims, channel: claim}
+        sim.loaded = tuple.__new__(rows.Loaded, (sim.loaded.event, sim.loaded.version, 0, sim.loaded.policy, claims))
         sim.decision = machine.decide(sim.loaded.event, claims, sim.policy, now)
         _keep(sim, key, None)
     sim.now = now
@@ -466,7 +486,7 @@ def _move(
         _check_page(sim, until=now)
         change = plan(sim.loaded)
         advanced = transitions.advance(sim.loaded, change, observation, now)
-        entered = None if change is None else change.to_state.value
+        entered = None if change is None else plain(change.to_state)
         if entered is not None:
             sim.outcome.states.append(entered)
         sim.loaded, sim.decision = advanced.after, advanced.decision
@@ -502,10 +522,10 @@ def _keep(sim: _Sim, key: tuple[object, ...], entered: str | None) -> None:
         sim.point = None
         return
     # Read-only from here: other records take this point as it is, so none may change its claims.
-    # (Built anew rather than with _replace, which is interpreted Python even here: config.native.)
+    # (Built with tuple.__new__ rather than _replace, which is interpreted Python even here: config.native.)
     loaded = sim.loaded
     claims = MappingProxyType(loaded.claims)
-    sim.loaded = rows.Loaded(loaded.event, loaded.version, loaded.lease_token, loaded.policy, claims)
+    sim.loaded = tuple.__new__(rows.Loaded, (loaded.event, loaded.version, loaded.lease_token, loaded.policy, claims))
     reached = _Point(sim.loaded, sim.decision)
     point.steps[key] = _Step(reached, entered, sim.outcome.paged, sim.outcome.page_without_action)
     shared.points += 1
@@ -538,7 +558,7 @@ def _check_page(sim: _Sim, *, until: datetime) -> None:
     first = max(sim.segment_start, sim.decision.act_by - sim.policy.page_margin + _TICK)
     if first >= until:
         return
-    stored = _Stored(sim.decision.act_by, sim.loaded.event.expires_at, sim.decision.action.value)
+    stored = _Stored(sim.decision.act_by, sim.loaded.event.expires_at, plain(sim.decision.action))
     if not risk.pageable(stored, first):
         return
     sim.outcome.paged = True

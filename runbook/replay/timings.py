@@ -67,21 +67,12 @@ class Timing(NamedTuple):
     email_outcome: str
     sms_receipt: str = DEFAULT_RECEIPT
     # Every call in the order made; empty (version 1): one call, the summary fields above.
-    # A replay that makes more calls than history did repeats the last one's answer.
+    # A replay that makes more calls than history did repeats the last one's answer
+    # (runbook.replay.simulate._answer).
     sms_calls: tuple[Call, ...] = ()
     email_calls: tuple[Call, ...] = ()
     locale: str = DEFAULT_LOCALE
     sms_segments: int | None = None  # None: not recorded (versions 1 and 2, or never sent)
-
-    def sms_call(self, index: int) -> Call:
-        """The ``index``-th SMS call (from 0) as history answered it."""
-        calls = self.sms_calls or (Call(self.sms_accept_s, "accepted"),)
-        return calls[min(index, len(calls) - 1)]
-
-    def email_call(self, index: int) -> Call:
-        """The ``index``-th email call (from 0) as history answered it."""
-        calls = self.email_calls or (Call(self.email_accept_s, self.email_outcome),)
-        return calls[min(index, len(calls) - 1)]
 
 
 def read(path: Path, *, regions: Iterable[str] | None = None) -> Iterator[Timing]:

@@ -137,3 +137,22 @@ def test_every_state_but_the_first_is_the_target_of_some_operation():
     targets = set(machine.OBSERVATION_TARGETS.values()) | {State.EMAIL_CLAIMED, State.EXPIRED}
     assert targets == set(State) - {State.SMS_REQUESTED}
     assert all(State.SMS_REQUESTED not in allowed for allowed in machine.ALLOWED_TRANSITIONS.values())
+
+
+@pytest.mark.parametrize("member", [*State, *ClaimState, *NextAction])
+def test_a_member_s_plain_value_is_the_str_stored_for_it(member):
+    value = machine.plain(member)
+
+    assert value == member.value
+    assert type(value) is str  # not the member: what a row, a log line or a CSV field holds
+
+
+@pytest.mark.parametrize("member", [*State])
+def test_a_stored_state_or_its_member_finds_the_member(member):
+    assert machine.state_of(member.value) is member
+    assert machine.state_of(member) is member
+
+
+@pytest.mark.parametrize("member", [*ClaimState])
+def test_a_stored_claim_state_finds_its_member(member):
+    assert machine.claim_state_of(member.value) is member
