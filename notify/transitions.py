@@ -184,10 +184,8 @@ def advance(
             observed = now
         claim_move = _claim_move(loaded, observation, now)
         if claim_move is not None:
-            claims[observation.channel] = machine.ClaimSnapshot(
-                str(claim_move.fields["state"]),
-                claim_move.fields.get("next_attempt_at"),  # type: ignore[arg-type]
-            )
+            moved = (str(claim_move.fields["state"]), claim_move.fields.get("next_attempt_at"))
+            claims[observation.channel] = tuple.__new__(machine.ClaimSnapshot, moved)  # as the event below
     # Built with tuple.__new__, the fields in their order: a NamedTuple's own __new__ is a Python
     # function (collections makes it with eval) that compiled code (config.native) pays a frame
     # for, and this runs on every step of the worker and of every replayed record.
