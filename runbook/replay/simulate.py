@@ -40,7 +40,7 @@ one's answer again):
 
 import gc
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -258,10 +258,11 @@ def _replayed(timing: Timing, policy: PolicyVersion, shared: Shared, trace: list
     sim.trace = trace
     for _ in range(MAX_STEPS):
         action, due = sim.decision.action, sim.decision.due_at
-        if action == NextAction.NONE and not sim.facts:
+        idle = action == NextAction.NONE
+        if idle and not sim.facts:
             break
         # Whatever fell due while nothing could act happens as soon as something can.
-        due = max(due, sim.now) if due is not None and action != NextAction.NONE else None
+        due = max(due, sim.now) if due is not None and not idle else None
         if sim.facts and (due is None or sim.facts[0][0] <= due):
             # A provider fact due no later than the next step comes first, as the live
             # worker's callback or call answer would.
@@ -291,6 +292,10 @@ _RECEIPT_STATUSES = (Normalized.DELIVERED, Normalized.TERMINAL_FAILURE)
 _RECEIPTS = {status: Observation(Channel.SMS, Source.CALLBACK, status) for status in _RECEIPT_STATUSES}
 _POLLED = {status: Observation(Channel.SMS, Source.POLL, status) for status in (Normalized.PENDING, *_RECEIPT_STATUSES)}
 _SUBMITTING = plain(ClaimState.SUBMITTING)
+# Compared as pairs, each member read once here: every read of an enum member costs compiled code
+# CPython's slow attribute hook (Python 3.11's EnumType defines __getattr__), and these run per fact.
+_CALLBACK_DELIVERY = (Source.CALLBACK, Normalized.DELIVERED)
+_SMS_DELIVERY = (Channel.SMS, Normalized.DELIVERED)
 
 
 def _answer(calls: tuple[Call, ...], index: int, latency_s: float, answer: str) -> tuple[float, str]:
@@ -309,7 +314,7 @@ def _answer(calls: tuple[Call, ...], index: int, latency_s: float, answer: str) 
 
 def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
     # A delivery before the submit is settled proves the acceptance (record_receipt).
-    delivery = observation.source == Source.CALLBACK and observation.normalized == Normalized.DELIVERED
+    delivery = (observation.source, observation.normalized) == _CALLBACK_DELIVERY
     if delivery and transitions.delivery_proves_acceptance(sim.loaded):
         _observe(sim, _IMPLIED_ACCEPTANCE, at)
     _observe(sim, observation, at)
@@ -318,26 +323,27 @@ def _fact(sim: _Sim, at: datetime, observation: Observation) -> None:
 
 
 def _act(sim: _Sim, action: NextAction, now: datetime) -> None:
-    loaded = sim.loaded
-    if action == NextAction.EXPIRE:
-        _move(sim, (action, now), lambda loaded: transitions.expiry_change(loaded, now), None, now)
-    elif action == NextAction.CLAIM_EMAIL:
-        cause = Cause.OBSERVATION if loaded.event.state == State.SMS_FAILED else Cause.DEADLINE
-        _move(sim, (action, now), lambda loaded: transitions.fallback_change(loaded, now, cause), None, now)
-        if sim.loaded.event.state == State.EMAIL_CLAIMED:
-            claimed = (now - EPOCH).total_seconds()
-            sim.outcome.claimed_at, sim.outcome.claim_remaining_s = claimed, sim.timing.lifetime_s - claimed
-    elif action == NextAction.SUBMIT_SMS:
-        _submit_sms(sim, now)
-    elif action == NextAction.RECOVER_SMS:
-        _recover_sms(sim, now)
-    elif action == NextAction.POLL_SMS:
-        # A receipt by callback would have been taken first; one that came by poll is found here.
-        _observe(sim, _POLLED[_polled_status(sim, now)], now)
-    elif action == NextAction.SUBMIT_EMAIL:
-        _submit_email(sim, now)
-    else:
+    act = _ACTIONS.get(action)
+    if act is None:
         raise ValueError(f"replay cannot perform {action}")
+    act(sim, now)
+
+
+def _expire(sim: _Sim, now: datetime) -> None:
+    _move(sim, (NextAction.EXPIRE, now), lambda loaded: transitions.expiry_change(loaded, now), None, now)
+
+
+def _claim_email(sim: _Sim, now: datetime) -> None:
+    cause = Cause.OBSERVATION if sim.loaded.event.state == State.SMS_FAILED else Cause.DEADLINE
+    _move(sim, (NextAction.CLAIM_EMAIL, now), lambda loaded: transitions.fallback_change(loaded, now, cause), None, now)
+    if sim.loaded.event.state == State.EMAIL_CLAIMED:
+        claimed = (now - EPOCH).total_seconds()
+        sim.outcome.claimed_at, sim.outcome.claim_remaining_s = claimed, sim.timing.lifetime_s - claimed
+
+
+def _poll_sms(sim: _Sim, now: datetime) -> None:
+    # A receipt by callback would have been taken first; one that came by poll is found here.
+    _observe(sim, _POLLED[_polled_status(sim, now)], now)
 
 
 def _submit_sms(sim: _Sim, now: datetime) -> None:
@@ -435,6 +441,18 @@ _EMAIL_ANSWERS = {
 _EMAIL_RETRIED = (Normalized.TRANSIENT_ERROR, Normalized.UNKNOWN_OUTCOME)
 
 
+# What the worker does for each next action, as replay does it: looked up rather than compared in
+# turn, which read an enum member per comparison (the attribute hook above) on every step.
+_ACTIONS: dict[NextAction, Callable[[_Sim, datetime], None]] = {
+    NextAction.EXPIRE: _expire,
+    NextAction.CLAIM_EMAIL: _claim_email,
+    NextAction.SUBMIT_SMS: _submit_sms,
+    NextAction.RECOVER_SMS: _recover_sms,
+    NextAction.POLL_SMS: _poll_sms,
+    NextAction.SUBMIT_EMAIL: _submit_email,
+}
+
+
 def _after_email_answer(sim: _Sim, observation: Observation, at: datetime) -> None:
     """As ``worker._unless_exhausted``: give the channel up once the policy allows no more attempts."""
     if observation.normalized == Normalized.ACCEPTED:
@@ -467,10 +485,10 @@ def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime, now: dateti
 
 def _observe(sim: _Sim, observation: Observation, now: datetime) -> None:
     _move(sim, (observation, now), lambda loaded: transitions.observation_change(loaded, observation), observation, now)
-    delivered = observation.channel == Channel.SMS and observation.normalized == Normalized.DELIVERED
-    if delivered and sim.outcome.sms_delivered_at is None:
+    evidence = (observation.channel, observation.normalized)
+    if evidence == _SMS_DELIVERY and sim.outcome.sms_delivered_at is None:
         sim.outcome.sms_delivered_at = (now - EPOCH).total_seconds()
-    if sim.outcome_at is None and (observation.channel, observation.normalized) in machine.OUTCOME_EVIDENCE:
+    if sim.outcome_at is None and evidence in machine.OUTCOME_EVIDENCE:
         sim.outcome_at = now  # as the live roll-up asks: evidence of an outcome had come
 
 
