@@ -1,10 +1,10 @@
 """Rate limits: each service gets ``API_RATE_LIMIT`` requests, whatever its token; each client
 address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token.
 
-A service's requests are counted by the ``limits`` library in ``API_RATE_LIMIT_STORAGE``
-(Redis, when ``REDIS_CACHE_URL`` is set, so every web process counts together; this process's
-memory otherwise) over a moving window: at most the limit in any stretch of its period. Each
-request is one atomic step in the store (a script in Redis). The cache-backed throttle this
+A service's requests are counted in ``API_RATE_LIMIT_STORAGE`` over a moving window: at most
+the limit in any stretch of its period. In Redis, when ``REDIS_CACHE_URL`` is set, so every web
+process counts together, by the ``limits`` library, each request one script there; in this
+process's memory otherwise, by ``InProcessWindow``, each request one step under a lock. The cache-backed throttle this
 replaces read the window's whole history, added to it and wrote it back: requests racing in
 several processes overwrote each other's counts (1,390 let through against a limit of 1,000 in
 ``tests/api/test_service_rate_limit.py``), and every request moved a history as long as the limit.
@@ -13,15 +13,16 @@ several processes overwrote each other's counts (1,390 let through against a lim
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from functools import cache
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from django.conf import settings
 from django.http import HttpRequest
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.errors import StorageError
-from limits.storage import MemoryStorage, storage_from_string
+from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from limits.util import WindowStats
 from ninja.errors import Throttled
@@ -105,40 +106,64 @@ def pause_for(storage: str) -> Pause:
 
 
 @OncePerProcess
-def limiter_for(storage: str) -> MovingWindowRateLimiter:
+def limiter_for(storage: str) -> "Limiter":
     """The limiter counting in ``storage`` (a ``limits`` storage URI), made once per process.
 
     Its errors come wrapped as ``StorageError`` whatever the store, and a Redis store waits at
     most the cache's timeouts (REDIS_CACHE_OPTIONS) to connect or for an answer."""
-    store = storage_from_string(storage, wrap_exceptions=True, **settings.REDIS_CACHE_OPTIONS)
-    if isinstance(store, MemoryStorage):
-        return OneThreadAtATime(store)
-    return MovingWindowRateLimiter(store)
+    if storage.startswith("memory://"):
+        return InProcessWindow()
+    return MovingWindowRateLimiter(storage_from_string(storage, wrap_exceptions=True, **settings.REDIS_CACHE_OPTIONS))
 
 
-class OneThreadAtATime(MovingWindowRateLimiter):
-    """A limiter over this process's memory, asked by one request thread at a time.
+class Limiter(Protocol):
+    def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool: ...
 
-    limits' memory store (5.8) is not safe for threads: two requests at once can both find its
-    expiry timer stopped and start the same new timer, and the second raises RuntimeError, a 500
-    (it stopped the end-to-end benchmark once, at 80 creations/s; mended upstream in
-    alisaifee/limits#352, not in a release yet). A Redis store needs no such lock: each hit is one
-    script there, and a lock here would hold every thread through a network round trip. The
-    memory store's steps take microseconds; the exception is the hit that starts the store's next
-    timer thread (about once per 10 ms of traffic), which holds the lock until that thread runs.
+    def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats: ...
+
+
+class InProcessWindow:
+    """The moving window counted in this process's memory (no REDIS_CACHE_URL: one process, the demo).
+
+    What ``limits``' MovingWindowRateLimiter does in Redis, for one process. Not over ``limits``'
+    own memory store (5.8): it is not safe for threads (two requests at once could start its
+    expiry timer twice, and the second answered 500), and it expires entries on a timer thread it
+    starts again at the first request after the last one ended, up to a hundred a second in a busy
+    process. Locked against the race, each such start held every request thread of the process:
+    12 ms at p99 with the CPU saturated (docs/scaling.md). Here each key keeps the times of its
+    counted requests, oldest first; a request drops those out of the window and is counted if
+    fewer than the limit remain. Microseconds under one lock, and no thread.
+
+    Wall-clock time, as ``limits`` counts in Redis: a clock set back keeps counts longer, never
+    lets more through.
     """
 
-    def __init__(self, storage: MemoryStorage) -> None:
-        super().__init__(storage)
+    def __init__(self) -> None:
+        self._counted: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
     def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool:
+        now = time.time()
         with self._lock:
-            return super().hit(item, *identifiers, cost=cost)
+            counted = self._in_window(item, identifiers, now)
+            if len(counted) + cost > item.amount:
+                return False
+            counted.extend([now] * cost)
+            return True
 
     def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats:
+        """When the oldest counted request leaves the window, and how many more it allows now."""
+        now = time.time()
         with self._lock:
-            return super().get_window_stats(item, *identifiers)
+            counted = self._in_window(item, identifiers, now)
+            oldest = counted[0] if counted else now
+            return WindowStats(oldest + item.get_expiry(), item.amount - len(counted))
+
+    def _in_window(self, item: RateLimitItem, identifiers: tuple[str, ...], now: float) -> deque[float]:
+        counted = self._counted.setdefault(item.key_for(*identifiers), deque())
+        while counted and counted[0] <= now - item.get_expiry():
+            counted.popleft()
+        return counted
 
 
 @cache
