@@ -32,8 +32,8 @@ def claim_state_of(value: str) -> ClaimState:
     return _CLAIM_STATES[value]
 
 
-def plain(member: State | ClaimState | NextAction) -> str:
-    """A member's value as a plain ``str``, as it is stored.
+def plain(member: Enum) -> str:
+    """A member's value as a plain ``str``, as it is stored (every enum in ``notify.states`` is text).
 
     ``member.value`` is ``enum.property``, Python code that compiled callers (config.native) pay
     a frame for on every read; ``_value_`` is the attribute it reads.

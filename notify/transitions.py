@@ -360,9 +360,9 @@ def _apply(
                 extra={
                     "event_id": event_id,
                     "from_state": loaded.event.state,
-                    "to_state": change.to_state.value,
+                    "to_state": plain(change.to_state),
                     "version": after.version,
-                    "cause": change.cause.value,
+                    "cause": plain(change.cause),
                     "actor": actor,
                 },
             )
@@ -441,19 +441,19 @@ def _write(
     fields: dict[str, object] = {}
     transition = None
     if change is not None:
-        fields |= {"state": change.to_state.value, "version": after.version, "state_entered_at": now}
+        fields |= {"state": plain(change.to_state), "version": after.version, "state_entered_at": now}
         transition = {
             "event_id": event_id,
             "from_state": loaded.event.state,
-            "to_state": change.to_state.value,
+            "to_state": plain(change.to_state),
             "version": after.version,
-            "cause": change.cause.value,
+            "cause": plain(change.cause),
             "actor": actor,
             "at": now,
         }
     if after.event.last_observation_at != loaded.event.last_observation_at:
         fields["last_observation_at"] = now
-    fields |= {"next_action": decision.action.value, "next_action_at": decision.due_at, "act_by": decision.act_by}
+    fields |= {"next_action": plain(decision.action), "next_action_at": decision.due_at, "act_by": decision.act_by}
     write = rows.Write(
         event_id=event_id,
         version=loaded.version,
@@ -478,9 +478,9 @@ def _write(
 def _claim_row(event_id: str, channel: Channel, now: datetime) -> dict[str, object]:
     return {
         "event_id": event_id,
-        "channel": channel.value,
+        "channel": plain(channel),
         "key": claim_key(channel, event_id),
-        "state": ClaimState.CLAIMED.value,
+        "state": plain(ClaimState.CLAIMED),
         "attempts": 0,
         "provider_ref": "",
         "created_at": now,
@@ -493,14 +493,14 @@ def _observation_row(
 ) -> dict[str, object]:
     return {
         "event_id": event_id,
-        "channel": observation.channel.value,
-        "source": observation.source.value,
+        "channel": plain(observation.channel),
+        "source": plain(observation.source),
         "raw_status": observation.raw_status,
-        "normalized": observation.normalized.value,
+        "normalized": plain(observation.normalized),
         "provider_time": observation.provider_time,
         "recorded_at": now,
         "attempt_started_at": observation.attempt_started_at,
-        "effect": effect.value,
+        "effect": plain(effect),
         "actor": actor,
         "note": observation.note,
         "raw_payload": observation.raw_payload,
@@ -571,12 +571,12 @@ def begin_submit(
     base = known if known is not None else rows.load(event_id)
     settle_at = now + settle_after
     after = base._replace(
-        claims={**base.claims, channel: machine.ClaimSnapshot(ClaimState.SUBMITTING.value, settle_at)}
+        claims={**base.claims, channel: machine.ClaimSnapshot(plain(ClaimState.SUBMITTING), settle_at)}
     )
     # What is next if this call's outcome is never recorded: settle the claim at settle_at.
     decision = machine.decide(after.event, after.claims, after.policy, now)
     schedule: dict[str, object] = {
-        "next_action": decision.action.value,
+        "next_action": plain(decision.action),
         "next_action_at": decision.due_at,
         "act_by": decision.act_by,
     }

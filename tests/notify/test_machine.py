@@ -1,10 +1,11 @@
 """The pure rules: the next action per state, the action budget and the fallback deadline."""
 
 from datetime import timedelta
+from enum import Enum
 
 import pytest
 
-from notify import machine
+from notify import machine, states
 from notify.machine import ClaimSnapshot, EventSnapshot
 from notify.states import Channel, ClaimState, NextAction, State
 from tests.conftest import T0
@@ -139,7 +140,10 @@ def test_every_state_but_the_first_is_the_target_of_some_operation():
     assert all(State.SMS_REQUESTED not in allowed for allowed in machine.ALLOWED_TRANSITIONS.values())
 
 
-@pytest.mark.parametrize("member", [*State, *ClaimState, *NextAction])
+STORED_ENUMS = [value for value in vars(states).values() if isinstance(value, type) and issubclass(value, Enum)]
+
+
+@pytest.mark.parametrize("member", [member for enum in STORED_ENUMS for member in enum])
 def test_a_member_s_plain_value_is_the_str_stored_for_it(member):
     value = machine.plain(member)
 
