@@ -87,7 +87,11 @@ def test_a_stateful_client_follows_the_creation_to_its_read(authorized):
         def after_call(self, response, case):
             answered.append((case.operation.method.upper(), case.operation.path, response.status_code))
 
-    checked = settings(max_examples=40, stateful_step_count=6, deadline=None, suppress_health_check=list(HealthCheck))
+    # Derandomized: whether 40 random walks take a creation's link to a 200 is chance (one make
+    # test in many walked none), and this asserts that the link can be followed, not the luck.
+    checked = settings(
+        max_examples=40, stateful_step_count=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
     Workflow.run(settings=checked)
 
     # The link was followed: a created event was read back, not only 404s.
