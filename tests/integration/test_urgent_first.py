@@ -19,6 +19,7 @@ from tests.integration.test_worker_processes import fast_policy, scripted, secon
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 DELIVERED = [("sent", 0.2), ("delivered", 0.4)]
+CONCURRENCY = 2
 
 
 def submit_order(events) -> list[str]:
@@ -42,11 +43,17 @@ def test_a_backlog_of_mixed_budgets_is_served_tightest_first(simulator, start_wo
     long_lived = [scripted(simulator, ttl=90, statuses=DELIVERED) for _ in range(12)]
     short_lived = [scripted(simulator, ttl=50, statuses=DELIVERED) for _ in range(12)]
     # The backlog is queued before any step worker starts: 24 wake-ups, the long ones first.
-    start_worker(concurrency=2, queues=lanes.STEP_QUEUE)
+    start_worker(concurrency=CONCURRENCY, queues=lanes.STEP_QUEUE)
 
     settled(*long_lived, *short_lived, timeout=60)
     order = wait_for(lambda: every_submitted(long_lived + short_lived), timeout=10, message="every SMS to go out")
 
-    # Two processes take events at once, each the most urgent left: still no long-lived
-    # event's SMS went out before every short-lived one's had.
-    assert set(order[:12]) == {event.id for event in short_lived}, order
+    # Two processes take events at once, each the most urgent left, so when one takes the
+    # first long-lived event every short-lived one has been taken. Its SMS goes out (the
+    # claim's submitted_at) a moment after its take: the other process may still hold the
+    # last short-lived event taken and not yet submitted (CI saw exactly that once, under
+    # load). At most one short-lived SMS can follow a long-lived one; in arrival order all
+    # twelve would.
+    short_ids = {event.id for event in short_lived}
+    first_long = next(index for index, event_id in enumerate(order) if event_id not in short_ids)
+    assert len(short_ids & set(order[first_long:])) <= CONCURRENCY - 1, order
