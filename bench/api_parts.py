@@ -74,7 +74,7 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
     request = RequestFactory().post("/api/v1/events")
     payloads = [CreateEvent.model_validate_json(body) for body in bodies]
     resets = [reset_request("bench-parts", payload) for payload in payloads]
-    destinations = [events.normalized_destinations(reset) for reset in resets]
+    checked = [events.checked_destinations(reset) for reset in resets]
     # The same requests with a subscriber's locale and time zone, as a localized caller sends them.
     worded = [replace(reset, locale="de-AT", time_zone="Europe/Vienna") for reset in resets]
     policy = published_version("US")
@@ -82,8 +82,8 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
     now = current_clock().now()
 
     def insert(number: int) -> object:
-        reset, sealed_for = resets[number], destinations[number]
-        start = events.starting_point(policy, reset, sealed_for)
+        reset, sealed_for = resets[number], checked[number].destinations
+        start = events.starting_point(policy, reset, checked[number])
         audience = events.audience_of(reset)
         fingerprint = events.request_fingerprint(reset, sealed_for, audience)
         event, dependents = events.new_rows(
@@ -98,11 +98,11 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
         _timed("token check (digest lookup)", lambda number: auth.authenticate(request, token)),
         _timed("body parse and validation (schema)", lambda number: CreateEvent.model_validate_json(bodies[number])),
         _timed("phone parsing (phonenumbers)", lambda number: _parse_phone(payloads[number].phone)),
-        _timed("destinations checked (phone, email, URL)", lambda n: events.normalized_destinations(resets[n])),
+        _timed("destinations checked (phone, email, URL)", lambda n: events.checked_destinations(resets[n])),
         _timed("locale and time zone checked (Babel, zoneinfo)", lambda n: events.audience_of(worded[n])),
         _timed(
             "sealing (Fernet) and hashing (HMAC x3)",
-            lambda number: _seal_and_hash(resets[number], destinations[number]),
+            lambda number: _seal_and_hash(resets[number], checked[number].destinations),
         ),
         _timed("rows built and the INSERT (one statement)", insert),
         _timed("wake-up publish (Celery to Redis)", lambda number: tasks.send("evt_01JBENCHPARTSNOTANEVENT00")),

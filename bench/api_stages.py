@@ -40,7 +40,7 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     ("token check and rate limits (ninja's checks)", Operation, "_run_checks"),
     ("body parse and validation (ninja, pydantic)", Operation, "_get_values"),
     ("create_event", api_events, "create_event"),
-    ("  of which destinations checked", events, "normalized_destinations"),
+    ("  of which destinations checked", events, "checked_destinations"),
     ("  of which rows built and the INSERT", rows, "insert_together"),
     ("wake-up publish", tasks, "send_recorded"),
     ("response (ninja's schema and JSON)", Operation, "_result_to_response"),

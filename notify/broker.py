@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache, cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import redis
 from celery import current_app as app
@@ -22,6 +22,7 @@ from celery.utils import uuid
 from django.conf import settings
 from kombu import Connection, Producer
 from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps
 
 ADVANCE = "notify.advance"
 
@@ -119,6 +120,43 @@ class _KeptClientChannel(kombu_redis.Channel):
     @contextmanager
     def conn_or_acquire(self, client: redis.Redis | None = None) -> Iterator[redis.Redis]:
         yield client or self._kept_client
+
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        """LPUSH ``message`` on this channel's own connection, as kombu's ``_put`` does through a client.
+
+        A command through a ``redis.Redis`` takes a connection from the pool and gives it back,
+        under the pool's lock, and records it for redis-py's observability: 87 µs of CPU against
+        40 µs for the command itself on a kept connection. Whatever kombu's ``_put`` does
+        besides an LPUSH (a priority's queue, a batch, a queue that expires) stays kombu's.
+        """
+        expires = self._expires  # type: ignore[attr-defined]  # kombu's, missing from its stubs
+        if kwargs.get("_publish_batch") is not None or expires or message["properties"].get("priority"):
+            return super()._put(queue, message, **kwargs)
+        # kombu passes basic_publish's options (mandatory, immediate, timeout) on; its own _put
+        # ignores them too.
+        connection = self._kept_connection
+        try:
+            connection.send_command("LPUSH", queue, dumps(message))  # kombu's JSON, as its own _put
+            connection.read_response()
+        except BaseException:
+            # Whatever the failure, the socket may hold half a command or an unread reply: drop
+            # it, so the next publish (kombu's retry, on a revived channel) starts on a new one.
+            connection.disconnect()
+            raise
+
+    @cached_property
+    def _kept_connection(self) -> "_Connection":
+        # Taken from the channel's pool and never given back: the channel is one thread's.
+        connection: _Connection = self._kept_client.connection_pool.get_connection()
+        return connection
+
+
+class _Connection(Protocol):
+    """What the kept connection is asked to do (redis-py's own methods are not annotated)."""
+
+    def send_command(self, *args: object) -> None: ...
+    def read_response(self) -> object: ...
+    def disconnect(self) -> None: ...
 
 
 class _KeptClientTransport(kombu_redis.Transport):

@@ -4,6 +4,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 import phonenumbers
 from django.core.exceptions import ValidationError
@@ -96,14 +97,14 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
     not, or where the version refused the request, the region's version is read afresh
     and, if another is published now, the request is judged again under that one.
     """
-    destinations = normalized_destinations(request)
+    checked = checked_destinations(request)
     audience = audience_of(request)
-    fingerprint = request_fingerprint(request, destinations, audience)
+    fingerprint = request_fingerprint(request, checked.destinations, audience)
     policy = presumed_published(request.region)
     while True:
         refusal: EventRefused | None = None
         try:
-            event, dependents = _new_event(request, policy, destinations, audience, fingerprint, now, sends_wake_up)
+            event, dependents = _new_event(request, policy, checked, audience, fingerprint, now, sends_wake_up)
         except EventRefused as refused:
             refusal = refused
         else:
@@ -137,7 +138,7 @@ def _published_now(region: str, presumed: PolicyVersion | None) -> tuple[PolicyV
 def _new_event(
     request: ResetRequest,
     policy: PolicyVersion | None,
-    destinations: vault.Destinations,
+    checked: "Checked",
     audience: rendering.Audience,
     fingerprint: str,
     now: datetime,
@@ -146,10 +147,10 @@ def _new_event(
     """The rows of the event ``request`` asks for, if the region's policy allows it."""
     if policy is None:
         raise EventRefused(Refusal.UNKNOWN_REGION, "region", "no active delivery policy for this region")
-    start = starting_point(policy, request, destinations)
+    start = starting_point(policy, request, checked)
     # The policy's segment limit was checked with links up to this length: a longer one could
     # make the SMS cost (and risk) more than the policy was approved for.
-    if (length := link_length(destinations.reset_url)) > policy.reset_url_max_length:
+    if (length := checked.link_length) > policy.reset_url_max_length:
         raise EventRefused(
             Refusal.RESET_URL_TOO_LONG,
             "reset_url",
@@ -176,7 +177,7 @@ def _new_event(
 
     # Before any outbound request: the event, its first claim, the sealed destinations and
     # the first transition land together or not at all (create_event inserts them).
-    return new_rows(request, policy, start, destinations, audience, fingerprint, expires_at, now, sends_wake_up)
+    return new_rows(request, policy, start, checked.destinations, audience, fingerprint, expires_at, now, sends_wake_up)
 
 
 def new_rows(
@@ -240,7 +241,7 @@ class Start:
     fallback_available: bool
 
 
-def starting_point(policy: PolicyVersion, request: ResetRequest, destinations: vault.Destinations) -> Start:
+def starting_point(policy: PolicyVersion, request: ResetRequest, checked: "Checked") -> Start:
     """Choose the first channel from the policy's channel plan and the destinations given.
 
     SMS first when the plan allows SMS; the email fallback only when the plan has one
@@ -251,21 +252,22 @@ def starting_point(policy: PolicyVersion, request: ResetRequest, destinations: v
             Refusal.CONSENT_REQUIRED, "consent", f"policy {policy} requires the subscriber's consent to be asserted"
         )
     if not policy.uses_sms:
-        if not destinations.email:
+        if not checked.destinations.email:
             raise EventRefused(
                 Refusal.INVALID_EMAIL, "email", f"policy {policy} delivers by email only: email is required"
             )
         return Start(State.EMAIL_CLAIMED, Channel.EMAIL, fallback_available=False)
-    if not destinations.phone:
+    calling_code = checked.calling_code
+    if calling_code is None:
         raise EventRefused(Refusal.INVALID_PHONE, "phone", f"policy {policy} delivers by SMS: phone is required")
-    calling_code = phonenumbers.parse(destinations.phone).country_code
     if calling_code not in policy.allowed_sms_country_codes:
         raise EventRefused(
             Refusal.DESTINATION_NOT_ALLOWED,
             "phone",
             f"policy {policy} does not allow SMS to country calling code +{calling_code}",
         )
-    return Start(State.SMS_REQUESTED, Channel.SMS, fallback_available=policy.uses_email and bool(destinations.email))
+    fallback_available = policy.uses_email and bool(checked.destinations.email)
+    return Start(State.SMS_REQUESTED, Channel.SMS, fallback_available=fallback_available)
 
 
 def existing_event(request: ResetRequest, fingerprint: str) -> Event | None:
@@ -284,10 +286,23 @@ def existing_event(request: ResetRequest, fingerprint: str) -> Event | None:
 _BY_CLIENT_KEY = "SELECT * FROM notify_event WHERE service = %s AND client_key = %s"
 
 
-def normalized_destinations(request: ResetRequest) -> vault.Destinations:
+class Checked(NamedTuple):
+    """A request's destinations, normalized, and what checking them measured on the way, so that
+    nothing is parsed twice in a creation."""
+
+    destinations: vault.Destinations
+    calling_code: int | None  # the phone's country calling code; None without a phone
+    link_length: int  # the link's length in an SMS: GSM-7 septets (an extension character counts twice)
+
+
+# Built once: the validator's constructor costs a creation as much again as its check.
+_HTTPS_URL = URLValidator(schemes=["https"])
+
+
+def checked_destinations(request: ResetRequest) -> Checked:
     if request.purpose not in Purpose.values:
         raise EventRefused(Refusal.UNKNOWN_PURPOSE, "purpose", f"purpose must be one of {', '.join(Purpose.values)}")
-    phone = ""
+    phone, calling_code = "", None
     if request.phone:
         try:
             number = phonenumbers.parse(request.phone, None)
@@ -298,6 +313,7 @@ def normalized_destinations(request: ResetRequest) -> vault.Destinations:
                 Refusal.INVALID_PHONE, "phone", "phone must be a valid number in E.164 form (+ and country code)"
             )
         phone = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+        calling_code = number.country_code
     email = request.email.strip()
     if email:
         try:
@@ -305,10 +321,11 @@ def normalized_destinations(request: ResetRequest) -> vault.Destinations:
         except ValidationError:
             raise EventRefused(Refusal.INVALID_EMAIL, "email", "email is not a valid address") from None
     try:
-        URLValidator(schemes=["https"])(request.reset_url)
+        _HTTPS_URL(request.reset_url)
     except ValidationError:
         raise EventRefused(Refusal.INVALID_RESET_URL, "reset_url", "reset_url must be an https URL") from None
-    if segments.encode(request.reset_url).encoding != segments.GSM_7:
+    link = segments.encode(request.reset_url)
+    if link.encoding != segments.GSM_7:
         # The policy's segment check measured links of GSM-7 characters: one outside it (a
         # non-ASCII letter, a backtick) would turn the whole SMS into UCS-2, 70 characters a
         # segment instead of 160.
@@ -318,11 +335,8 @@ def normalized_destinations(request: ResetRequest) -> vault.Destinations:
             "reset_url must be characters an SMS carries in GSM-7: percent-encode its path "
             "(a backtick too) and write its host in punycode",
         )
-    return vault.Destinations(
-        phone=phone,
-        email=email.lower(),
-        reset_url=request.reset_url,
-    )
+    destinations = vault.Destinations(phone=phone, email=email.lower(), reset_url=request.reset_url)
+    return Checked(destinations, calling_code, link.units)
 
 
 def _expiry(request: ResetRequest, now: datetime) -> datetime:
@@ -346,11 +360,6 @@ def audience_of(request: ResetRequest) -> rendering.Audience:
             Refusal.INVALID_TIME_ZONE, "time_zone", "time_zone must be an IANA time zone, such as Europe/Vienna"
         )
     return rendering.Audience(locale, request.time_zone)
-
-
-def link_length(reset_url: str) -> int:
-    """The link's length in an SMS: GSM-7 septets, so a character of its extension table counts twice."""
-    return segments.encode(reset_url).units
 
 
 def request_fingerprint(request: ResetRequest, destinations: vault.Destinations, audience: rendering.Audience) -> str:

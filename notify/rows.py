@@ -242,19 +242,21 @@ def insert_together(
 
 def _saved(instances: list[models.Model]) -> None:
     # As the ORM marks what it saved: a later save() of one of them is an UPDATE.
+    alias = connection.alias
     for instance in instances:
-        instance._state.adding, instance._state.db = False, connection.alias
+        instance._state.adding, instance._state.db = False, alias
 
 
 def _model_row(instance: models.Model) -> dict[str, object]:
     """The column values Django would INSERT for ``instance`` (an unset auto id left to the database)."""
     row = {}
+    values = instance.__dict__  # where a model keeps each field's value, under its attname
     for field, kind in _insert_fields(type(instance)):
-        value = getattr(instance, field.attname)
+        value = values[field.attname]
         if value is None and field.primary_key:
             continue
         if value is None or (kind is not None and _as_it_is(value, kind)):
-            row[field.column] = value  # a datetime is adapted with every parameter (_param)
+            row[field.column] = value  # a datetime is adapted with every parameter (_params)
         else:
             row[field.column] = field.get_db_prep_save(value, connection)
     return row
@@ -279,6 +281,8 @@ def _insert_fields(model: type[models.Model]) -> tuple[tuple[models.Field, type 
 
 
 def _as_it_is(value: object, kind: type) -> bool:
+    if type(value) is kind and kind is not datetime:  # the common case, in one comparison
+        return True
     if not isinstance(value, kind):
         return False
     if isinstance(value, bool):  # an int, to Python; an integer column's get_prep_value makes it 0 or 1
@@ -331,7 +335,10 @@ def _placeholders(row: Mapping[str, object]) -> str:
 
 
 def _params(row: Mapping[str, object]) -> list[Any]:
-    return [_param(value) for value in row.values() if value is not None]
+    # The thread's connection looked up once, not once per datetime (each look-up goes through
+    # Django's connection proxy and asgiref's thread-local: a creation wrote a dozen).
+    adapt = connection.ops.adapt_datetimefield_value
+    return [adapt(value) if isinstance(value, datetime) else value for value in row.values() if value is not None]
 
 
 def _assignments(fields: Mapping[str, object]) -> str:

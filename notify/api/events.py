@@ -81,18 +81,18 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         transaction.on_commit(partial(tasks.send_recorded, event.id, at=event.wake_at))
     status = 201 if outcome.created else 200
     log.info("api_create", extra={"service": service, "status": status, "event_id": event.id})
-    return Status(
-        status,
-        {
-            "event_id": event.id,
-            "state": event.state,
-            "region": event.region,
-            "policy_version": event.policy.number,
-            "expires_at": event.expires_at,
-            "next_action": event.next_action,
-            "console_url": console_url(event.id),
-        },
+    # The schema's own instance, built from the values: ninja then only dumps it, where a dict
+    # would be validated again through its attribute-reading wrapper (0.1 ms of a creation).
+    created = CreatedEvent(
+        event_id=event.id,
+        state=State(event.state),
+        region=event.region,
+        policy_version=event.policy.number,
+        expires_at=event.expires_at,
+        next_action=NextAction(event.next_action),
+        console_url=console_url(event.id),
     )
+    return Status(status, created)
 
 
 @router.get("/events/{event_id}", response={200: EventStatus, **REFUSED})

@@ -98,11 +98,11 @@ def test_a_request_without_locale_or_time_zone_is_the_same_request_it_was_before
     import json
 
     from notify import vault
-    from notify.events import audience_of, normalized_destinations, request_fingerprint
+    from notify.events import audience_of, checked_destinations, request_fingerprint
     from tests.factories import reset_request
 
     request = reset_request()
-    destinations = normalized_destinations(request)
+    destinations = checked_destinations(request).destinations
     before = vault.keyed_hash(
         json.dumps(
             [request.region, request.purpose, destinations.phone, destinations.email, destinations.reset_url,

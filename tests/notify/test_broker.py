@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from kombu import Connection
+from kombu.transport import redis as kombu_redis
 
 from config.celery import app
 from config.lanes import STEP_QUEUE
@@ -251,3 +252,23 @@ def test_only_a_plain_redis_broker_is_published_to_through_a_kept_client(monkeyp
 
     with broker.bounded_connection() as connection:  # not connected: nothing is asked of a server
         assert (connection.get_transport_cls() is broker._KeptClientTransport) is kept
+
+
+@pytest.mark.skipif(not settings.CELERY_BROKER_URL.startswith("redis://"), reason="Redis's own put")
+def test_a_message_put_on_the_kept_connection_is_what_kombus_own_put_writes(step_queue):
+    # The kept connection spares the pool's lend and return per publish; what reaches Redis must
+    # be exactly what kombu would have written through a client.
+    broker.publish_advance(EVENT_ID)  # opens this thread's producer
+    channel = broker._producer().channel
+    assert isinstance(channel, broker._KeptClientChannel)
+    assert "_kept_connection" in vars(channel)  # the wake-up went through it, not through the pool
+    message = {"body": "e30=", "headers": {"id": "one"}, "properties": {"priority": 0, "delivery_tag": "t"}}
+    raw = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    raw.delete("kept-put-check")
+
+    channel._put("kept-put-check", dict(message))
+    kombu_redis.Channel._put(channel, "kept-put-check", dict(message))
+
+    ours, kombus = raw.rpop("kept-put-check"), raw.rpop("kept-put-check")
+    assert ours == kombus
+    assert received(step_queue, 1)[0].payload[0] == [EVENT_ID]
