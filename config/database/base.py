@@ -20,6 +20,8 @@ from typing import Any
 
 import psycopg
 from django.db.backends.postgresql import base, operations
+from django.db.backends.utils import CursorWrapper
+from django.utils.asyncio import async_unsafe
 
 
 class DatabaseOperations(operations.DatabaseOperations):
@@ -32,8 +34,28 @@ class DatabaseOperations(operations.DatabaseOperations):
             return sql
 
 
+class PreparingCursor(psycopg.Cursor):
+    """Sends the parameters apart from the statement and has PostgreSQL prepare it."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **options: Any) -> Any:
+        return super().execute(query, params, prepare=True, **options)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
+
+    @async_unsafe
+    def prepared_cursor(self) -> CursorWrapper:
+        """``cursor()``, over a ``PreparingCursor`` (``notify.rows``' statements).
+
+        The same steps as Django's ``cursor()`` (the health check, the connection, the error
+        translation, the query log's wrapper), but for the cursor made underneath: making
+        Django's own and swapping it out cost each statement 25-30 µs of CPU.
+        """
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        with self.wrap_database_errors:
+            return self._prepare_cursor(PreparingCursor(self.connection))  # type: ignore[attr-defined,no-any-return]
 
     def is_usable(self) -> bool:
         connection = self.connection
