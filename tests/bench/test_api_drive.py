@@ -1,0 +1,55 @@
+"""The API benchmark's closed-loop drive spreads its load: each client's connection serves a bounded
+number of requests, so no server process keeps the connections it happened to accept at the start."""
+
+import asyncio
+from collections import Counter
+
+import pytest
+from aiohttp import web
+
+from bench import api
+
+
+async def drive_against_a_counting_server(monkeypatch) -> Counter[tuple[str, int]]:
+    served: Counter[tuple[str, int]] = Counter()
+
+    async def whoami(request: web.Request) -> web.Response:
+        served[request.transport.get_extra_info("peername")] += 1  # type: ignore[union-attr]
+        return web.json_response({"service": "bench"})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/whoami", whoami)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        load = await api._drive("ceiling", port, "token")
+    finally:
+        await runner.cleanup()
+    assert load.requests == sum(served.values()) > 0
+    return served
+
+
+def test_each_connection_of_a_drive_serves_at_most_reconnect_every_requests(monkeypatch):
+    monkeypatch.setattr(api, "SECONDS", 0.5)
+    monkeypatch.setattr(api, "CONCURRENCY", 2)
+    monkeypatch.setattr(api, "RECONNECT_EVERY", 5)
+
+    served = asyncio.run(drive_against_a_counting_server(monkeypatch))
+
+    assert max(served.values()) <= 5
+    assert len(served) > 2  # the two clients opened connection after connection
+
+
+@pytest.mark.parametrize("reconnect_every", [1, 3])
+def test_a_connection_is_used_for_as_many_requests_as_it_may(monkeypatch, reconnect_every):
+    monkeypatch.setattr(api, "SECONDS", 0.3)
+    monkeypatch.setattr(api, "CONCURRENCY", 1)
+    monkeypatch.setattr(api, "RECONNECT_EVERY", reconnect_every)
+
+    served = asyncio.run(drive_against_a_counting_server(monkeypatch))
+
+    # Kept alive up to the bound: every connection but the last one cut short served exactly it.
+    assert sorted(served.values())[1:] == [reconnect_every] * (len(served) - 1)
