@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.backends.utils import CursorWrapper
 
-from config.database.base import DatabaseWrapper as PreparingDatabase
 from notify.clock import parse_database_time
 from notify.machine import ClaimSnapshot, EventSnapshot
 from notify.states import Channel, ClaimState
@@ -66,9 +65,11 @@ def _cursor() -> CursorWrapper:
     (``config.database.base.DatabaseWrapper.prepared_cursor``).
     """
     database = connections[DEFAULT_DB_ALIAS]  # one look-up through the thread's connections
-    if isinstance(database, PreparingDatabase):
-        return database.prepared_cursor()
-    return database.cursor()
+    # Only the project's PostgreSQL backend prepares (config.database, named by ENGINE and
+    # not imported here: config imports notify).
+    prepared = getattr(database, "prepared_cursor", None)
+    cursor: CursorWrapper = prepared() if prepared is not None else database.cursor()
+    return cursor
 
 
 def _aware(value: datetime | None) -> datetime | None:
