@@ -4,10 +4,11 @@ address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token.
 A service's requests are counted in ``API_RATE_LIMIT_STORAGE`` over a moving window: at most
 the limit in any stretch of its period. In Redis, when ``REDIS_CACHE_URL`` is set, so every web
 process counts together, by the ``limits`` library, each request one script there; in this
-process's memory otherwise, by ``InProcessWindow``, each request one step under a lock. The cache-backed throttle this
-replaces read the window's whole history, added to it and wrote it back: requests racing in
-several processes overwrote each other's counts (1,390 let through against a limit of 1,000 in
-``tests/api/test_service_rate_limit.py``), and every request moved a history as long as the limit.
+process's memory otherwise, by ``InProcessWindow``, each request one step under a lock. The
+cache-backed throttle this replaces read the window's whole history, added to it and wrote it
+back: requests racing in several processes overwrote each other's counts (1,390 let through
+against a limit of 1,000 in ``tests/api/test_service_rate_limit.py``), and every request moved
+a history as long as the limit.
 """
 
 import logging

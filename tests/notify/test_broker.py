@@ -5,11 +5,15 @@ embedded default) and read back what was published with kombu, as a worker would
 to `make test`'s own RabbitMQ, where only the publish retry policy survives a closed connection.
 """
 
+import contextlib
 import logging
 import os
+import socket
 import subprocess
 import threading
+import time
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -272,3 +276,89 @@ def test_a_message_put_on_the_kept_connection_is_what_kombus_own_put_writes(step
     ours, kombus = raw.rpop("kept-put-check"), raw.rpop("kept-put-check")
     assert ours == kombus
     assert received(step_queue, 1)[0].payload[0] == [EVENT_ID]
+
+
+class LateBroker:
+    """The test broker behind a proxy that answers the first LPUSH ``delay`` seconds late."""
+
+    def __init__(self, target: str, delay: float) -> None:
+        self.target = urlsplit(target)
+        self.delay = delay
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.pushed_on: list[int] = []  # the connection (numbered from 1) each LPUSH came on
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.listener.getsockname()[1]}{self.target.path}"
+
+    def _accept(self) -> None:
+        number = 0
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed at teardown
+                return
+            number += 1
+            upstream = socket.create_connection((self.target.hostname, self.target.port or 6379))
+            pushed = threading.Event()
+            threading.Thread(target=self._requests, args=(client, upstream, number, pushed), daemon=True).start()
+            threading.Thread(target=self._answers, args=(upstream, client, number, pushed), daemon=True).start()
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, number: int, pushed: threading.Event) -> None:
+        with client, upstream:
+            while data := _received(client):
+                if b"LPUSH" in data:
+                    self.pushed_on.append(number)
+                    pushed.set()
+                upstream.sendall(data)
+
+    def _answers(self, upstream: socket.socket, client: socket.socket, number: int, pushed: threading.Event) -> None:
+        with client, upstream:
+            while data := _received(upstream):
+                if pushed.is_set() and self.pushed_on[0] == number:
+                    time.sleep(self.delay)  # the first LPUSH's answer, and its connection's after it
+                _sent(client, data)
+
+
+def _received(connection: socket.socket) -> bytes:
+    try:
+        return connection.recv(65536)
+    except OSError:
+        return b""
+
+
+def _sent(connection: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the client gave up and closed it
+        connection.sendall(data)
+
+
+@pytest.mark.skipif(not settings.CELERY_BROKER_URL.startswith("redis://"), reason="Redis's own put")
+def test_a_wake_up_whose_answer_comes_too_late_is_sent_again_on_a_new_connection(monkeypatch, settings, step_queue):
+    # A broker slower than our timeout: the LPUSH's answer comes after we gave up. The connection
+    # it came on must not be asked again (its late answer would be read as the next command's):
+    # the publish is retried on a new one, and the next publish goes there too.
+    settings.NOTIFY_BROKER_PUBLISH_TIMEOUT = 0.2
+    late = LateBroker(settings.CELERY_BROKER_URL, delay=0.6)
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", late.url)
+    outcomes = []
+
+    def publish_twice() -> None:  # a thread of its own: a producer of its own, on the late broker
+        for _ in range(2):
+            try:
+                broker.publish_advance(EVENT_ID)
+                outcomes.append("sent")
+            except Exception as error:  # surfaced below
+                outcomes.append(type(error).__name__)
+
+    publisher = threading.Thread(target=publish_twice)
+    publisher.start()
+    publisher.join(timeout=30)
+    late.listener.close()
+
+    assert outcomes == ["sent", "sent"]
+    first, retried, second = late.pushed_on
+    assert retried != first
+    assert second == retried
+    # The late one reached the broker too: a duplicate wake-up, which a step turns into a no-op.
+    assert [message.payload[0] for message in received(step_queue, 3)] == [[EVENT_ID]] * 3
