@@ -4,7 +4,7 @@ from datetime import datetime
 from typing import Literal
 
 from ninja import Schema
-from pydantic import AwareDatetime, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict  # type: ignore[attr-defined]  # re-exported from pydantic_core
 
 from notify.states import Channel, ClaimState, NextAction, State
@@ -29,7 +29,12 @@ def _never_null(schema: JsonDict) -> None:
             schema.update(alternative)
 
 
-class CreateEvent(Schema):
+# The two shapes of a creation are pydantic's own models, not ninja's Schema: Schema's wrapping
+# validator (there to read Django model instances by attribute) validated a request twice, once
+# as the dict and once through its attribute-reading wrapper, where the model forbids extra
+# fields, and a response once more through the wrapper. A body and a response are plain values:
+# 19 -> 2.5 us and 11 -> 1.4 us each, alone.
+class CreateEvent(BaseModel):
     """A password-reset delivery request. Phone, email and link go to the vault and are never returned."""
 
     # A field the API does not know is refused (422, unknown_field), not ignored: a typo such as
@@ -110,7 +115,7 @@ class CreateEvent(Schema):
         return self
 
 
-class CreatedEvent(Schema):
+class CreatedEvent(BaseModel):
     event_id: str
     state: State
     region: str
