@@ -56,7 +56,8 @@ OPEN_LOOP_SECONDS = 20.0
 CALLBACK_EVENTS = 1500  # each gets two callbacks
 BODIES = 24_000  # creations a drive may send: 3,000/s for SECONDS, several times what it reaches
 WARM_UP_REQUESTS = 200  # per kind, each on a new connection, so every server process gets some
-GUNICORN = ["--workers", "4", "--worker-class", "gthread", "--threads", "4", "--backlog", "512"]
+# deploy/Procfile.production's web set-up on this 2-core machine: a process per core, 8 threads each.
+GUNICORN = ["--workers", "2", "--worker-class", "gthread", "--threads", "8", "--backlog", "512"]
 
 
 @dataclass(frozen=True)
