@@ -135,16 +135,19 @@ class InProcessWindow:
     counted requests, oldest first; a request drops those out of the window and is counted if
     fewer than the limit remain. Microseconds under one lock, and no thread.
 
-    Wall-clock time, as ``limits`` counts in Redis: a clock set back keeps counts longer, never
-    lets more through.
+    The times are the monotonic clock's, not the wall clock's ``limits`` counts by in Redis (where
+    every process must agree on one): a wall clock stepped forward (NTP catching up a drifted host)
+    would end every count early and let a service through twice its limit, one stepped back would
+    hold counts and refuse it for as long. ``clock`` is for the tests.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._counted: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
+        self._clock = clock
 
     def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             counted = self._in_window(item, identifiers, now)
             if len(counted) + cost > item.amount:
@@ -154,11 +157,13 @@ class InProcessWindow:
 
     def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats:
         """When the oldest counted request leaves the window, and how many more it allows now."""
-        now = time.time()
+        now = self._clock()
         with self._lock:
             counted = self._in_window(item, identifiers, now)
             oldest = counted[0] if counted else now
-            return WindowStats(oldest + item.get_expiry(), item.amount - len(counted))
+            left = item.amount - len(counted)
+        # WindowStats tells the reset in wall-clock seconds, as limits does (PerService.wait reads it so).
+        return WindowStats(time.time() + (oldest + item.get_expiry() - now), left)
 
     def _in_window(self, item: RateLimitItem, identifiers: tuple[str, ...], now: float) -> deque[float]:
         counted = self._counted.setdefault(item.key_for(*identifiers), deque())

@@ -8,9 +8,10 @@ import uuid
 import pytest
 from django.http import HttpRequest
 from django.test import RequestFactory
+from limits import RateLimitItemPerSecond
 
 from config.env import Rate
-from notify.api.throttle import PerService
+from notify.api.throttle import InProcessWindow, PerService
 from notify.models import ServiceToken
 from tests.concurrency import run_interleaved
 
@@ -71,19 +72,53 @@ def test_counting_a_request_starts_no_thread(counted_in_memory):
     assert started == [0] * 5
 
 
-def test_a_count_leaves_the_window_when_its_period_is_over(counted_in_memory, settings, time_machine):
+class SteppedClock:
+    """A monotonic clock the test moves on."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_count_leaves_the_window_when_its_period_is_over():
+    clock = SteppedClock()
+    window, item = InProcessWindow(clock), RateLimitItemPerSecond(2, 60)
+
+    first = [window.hit(item, "svc") for _ in range(3)]
+    clock.now += 59
+    still = window.hit(item, "svc")
+    clock.now += 1.5
+    again = window.hit(item, "svc")
+
+    assert first == [True, True, False]
+    assert still is False
+    assert again is True
+
+
+def test_a_refused_request_is_told_when_the_oldest_count_leaves(counted_in_memory, settings):
+    settings.API_RATE_LIMIT = Rate(2, 60)
+    throttle, request = _asker(f"svc-{uuid.uuid4().hex}")
+
+    first = [throttle.allow_request(request) for _ in range(3)]
+
+    assert first == [True, True, False]
+    assert throttle.wait() == pytest.approx(60, abs=1)
+
+
+def test_a_wall_clock_stepped_forward_ends_no_count_early(counted_in_memory, settings, time_machine):
+    # NTP catching up a host whose clock had fallen behind: counted by the wall clock, every
+    # request of the last minute would leave the window at once, and the service could send
+    # its whole limit again straight away.
     settings.API_RATE_LIMIT = Rate(2, 60)
     throttle, request = _asker(f"svc-{uuid.uuid4().hex}")
     time_machine.move_to("2026-12-07 06:00:00+00:00", tick=False)
 
     first = [throttle.allow_request(request) for _ in range(3)]
-    refused_for = throttle.wait()
-    time_machine.move_to("2026-12-07 06:00:59+00:00", tick=False)
-    still = throttle.allow_request(request)
-    time_machine.move_to("2026-12-07 06:01:00.5+00:00", tick=False)
-    again = throttle.allow_request(request)
+    time_machine.move_to("2026-12-07 06:05:00+00:00", tick=False)
+    after_the_step = throttle.allow_request(request)
 
     assert first == [True, True, False]
-    assert refused_for == 60
-    assert still is False
-    assert again is True
+    assert after_the_step is False
+    assert throttle.wait() == pytest.approx(60, abs=1)  # Retry-After as if no step had happened
