@@ -22,9 +22,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -56,8 +57,13 @@ OPEN_LOOP_SECONDS = 20.0
 CALLBACK_EVENTS = 1500  # each gets two callbacks
 BODIES = 24_000  # creations a drive may send: 3,000/s for SECONDS, several times what it reaches
 WARM_UP_REQUESTS = 200  # per kind, each on a new connection, so every server process gets some
-# deploy/Procfile.production's web set-up on this 2-core machine: a process per core, 8 threads each.
-GUNICORN = ["--workers", "2", "--worker-class", "gthread", "--threads", "8", "--backlog", "512"]
+# deploy/Procfile.production's web set-up on this 2-core machine: two processes per core, 4 threads each.
+GUNICORN = ["--workers", "4", "--worker-class", "gthread", "--threads", "4", "--backlog", "512"]
+# Clients fetching a page that computes (the OpenAPI document, some 15 ms of CPU each) beside the
+# open loop, kept alive as a load balancer's connections are: a server's set-up must keep the
+# creations' latency while some of its requests hold a core.
+HEAVY_CLIENTS = 4
+HEAVY_PATH = "/api/v1/openapi.json"
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class Figures:
     create: Load
     ceiling: Load
     open_loop: Load  # creations at OPEN_LOOP_RATE offered
+    open_loop_beside_heavy: Load  # the same, with HEAVY_CLIENTS fetching HEAVY_PATH all along
     callback: Load
 
 
@@ -109,12 +116,18 @@ def run() -> Figures:
             f"p50 {open_loop.p50_ms:.1f} ms, p99 {open_loop.p99_ms:.1f} ms, {open_loop.cpu_ms:.1f} ms web CPU"
         )
         _forget_events()
+        beside_heavy = _measured_open_loop(port, token, server.pid, heavy_clients=HEAVY_CLIENTS)
+        print(
+            f"  open loop beside {HEAVY_CLIENTS} clients fetching {HEAVY_PATH}: {beside_heavy.rate:.0f}/s answered, "
+            f"p50 {beside_heavy.p50_ms:.1f} ms, p99 {beside_heavy.p99_ms:.1f} ms"
+        )
+        _forget_events()
         callback = _measured_callbacks(port, server.pid)
         print(
             f"  callbacks: {callback.rate:.0f}/s, p50 {callback.p50_ms:.1f} ms, p99 {callback.p99_ms:.1f} ms, "
             f"{callback.cpu_ms:.2f} ms web CPU"
         )
-        return Figures(median["create"], median["ceiling"], open_loop, callback)
+        return Figures(median["create"], median["ceiling"], open_loop, beside_heavy, callback)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -143,12 +156,13 @@ def _measured(name: str, port: int, token: str, server: int) -> Load:
     return _charged(server, lambda: asyncio.run(_drive(name, port, token)))
 
 
-def _measured_open_loop(port: int, token: str, server: int) -> Load:
+def _measured_open_loop(port: int, token: str, server: int, *, heavy_clients: int = 0) -> Load:
     rng = random.Random("open loop")
     count = round(OPEN_LOOP_RATE * OPEN_LOOP_SECONDS)
     bodies = [json.dumps(creation_body(rng)).encode() for _ in range(count)]
     gaps = [rng.expovariate(OPEN_LOOP_RATE) for _ in range(count)]
-    return _charged(server, lambda: asyncio.run(_open_loop(port, token, bodies, gaps)))
+    drive = _open_loop(port, token, bodies, gaps)
+    return _charged(server, lambda: asyncio.run(_beside_heavy(port, heavy_clients, drive)))
 
 
 def _measured_callbacks(port: int, server: int) -> Load:
@@ -242,6 +256,25 @@ async def _drive(name: str, port: int, token: str) -> Load:
     elapsed = time.monotonic() - started
     p50, p99, _ = spread(latencies)
     return Load(len(latencies) / elapsed, p50 * 1000, p99 * 1000, cpu_ms=0.0, requests=len(latencies))
+
+
+async def _beside_heavy(port: int, clients: int, drive: Coroutine[Any, Any, Load]) -> Load:
+    """Run ``drive`` while ``clients`` fetch HEAVY_PATH one request after another, each on a kept connection."""
+    stop = asyncio.Event()
+
+    async def fetch() -> None:
+        async with aiohttp.ClientSession() as session:
+            while not stop.is_set():
+                async with session.get(f"http://127.0.0.1:{port}{HEAVY_PATH}") as response:
+                    await response.read()
+                    _check("heavy page", response.status, await response.text())
+
+    fetching = [asyncio.create_task(fetch()) for _ in range(clients)]
+    try:
+        return await drive
+    finally:
+        stop.set()
+        await asyncio.gather(*fetching)
 
 
 async def _open_loop(port: int, token: str, bodies: list[bytes], gaps: list[float]) -> Load:

@@ -43,6 +43,8 @@ def main(selected: list[str]) -> None:
         offered = f"at {api.OPEN_LOOP_RATE:g}/s offered open-loop; ceiling: the target"
         results.record("api_open_loop_p50_ms", served.open_loop.p50_ms, f"ms per creation, median, {offered}", 10)
         results.record("api_open_loop_p99_ms", served.open_loop.p99_ms, f"ms per creation, p99, {offered}", 50)
+        beside = f"{offered}, beside {api.HEAVY_CLIENTS} clients fetching {api.HEAVY_PATH}"
+        results.record("api_open_loop_heavy_p99_ms", served.open_loop_beside_heavy.p99_ms, f"ms p99 {beside}", 50)
         callback_unit = "ms web CPU per signed status callback; ceiling: the target"
         results.record("api_callback_web_cpu_ms", served.callback.cpu_ms, callback_unit, 1.5)
         results.record("api_callbacks_per_s", served.callback.rate, "status callbacks/s, 16 in flight", None)

@@ -60,3 +60,48 @@ def test_a_connection_is_used_for_as_many_requests_as_it_may(monkeypatch, reconn
 
     # Kept alive up to the bound: every connection but the last one cut short served exactly it.
     assert sorted(served.values())[1:] == [reconnect_every] * (len(served) - 1)
+
+
+async def _beside_heavy_against_a_recording_server(clients: int) -> tuple[list[str], int, int]:
+    """What the server saw, in order: 'drive' when the drive started and ended, 'heavy' for each
+    heavy page served; and how many heavy requests were in flight at most, and at the end."""
+    seen: list[str] = []
+    in_flight = [0, 0]  # now, most
+
+    async def heavy(request: web.Request) -> web.Response:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight[1], in_flight[0])
+        await asyncio.sleep(0.01)  # a page that takes a while
+        in_flight[0] -= 1
+        seen.append("heavy")
+        return web.json_response({"openapi": "3.1.0"})
+
+    async def drive() -> api.Load:
+        seen.append("drive")
+        await asyncio.sleep(0.2)
+        seen.append("drive")
+        return api.Load(1.0, 1.0, 1.0, cpu_ms=0.0)
+
+    app = web.Application()
+    app.router.add_get(api.HEAVY_PATH, heavy)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        await api._beside_heavy(port, clients, drive())
+        after = in_flight[0]
+    finally:
+        await runner.cleanup()
+    return seen, in_flight[1], after
+
+
+def test_heavy_pages_are_fetched_all_through_the_drive_and_stop_with_it():
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        seen, most, after = thread.submit(asyncio.run, _beside_heavy_against_a_recording_server(3)).result()
+
+    started, ended = seen.index("drive"), len(seen) - 1 - seen[::-1].index("drive")
+    assert seen[started + 1 : ended].count("heavy") >= 3 * 5  # three clients, 0.2 s of 10 ms pages each
+    assert most == 3  # each client one request after another
+    assert after == 0  # none left running once the drive returned
