@@ -97,6 +97,21 @@ def test_a_count_leaves_the_window_when_its_period_is_over():
     assert again is True
 
 
+def test_the_window_tells_when_its_oldest_count_leaves_by_its_own_clock():
+    clock = SteppedClock()
+    window, item = InProcessWindow(clock), RateLimitItemPerSecond(2, 60)
+    window.hit(item, "svc")
+    clock.now += 20
+    window.hit(item, "svc")
+    clock.now += 5
+
+    stats = window.get_window_stats(item, "svc")
+
+    # Told in wall-clock seconds, as limits tells it: the first count leaves 35 s from now.
+    assert stats.reset_time - time.time() == pytest.approx(35, abs=1)
+    assert stats.remaining == 0
+
+
 def test_a_refused_request_is_told_when_the_oldest_count_leaves(counted_in_memory, settings):
     settings.API_RATE_LIMIT = Rate(2, 60)
     throttle, request = _asker(f"svc-{uuid.uuid4().hex}")

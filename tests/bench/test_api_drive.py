@@ -3,12 +3,31 @@ number of requests, so no server process keeps the connections it happened to ac
 
 import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
 
 from bench import api
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+@asynccontextmanager
+async def serving(path: str, handler: Handler) -> AsyncIterator[int]:
+    """A local aiohttp server answering GET ``path`` with ``handler``; yields its port."""
+    app = web.Application()
+    app.router.add_get(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
 
 
 def drive_against_a_counting_server() -> Counter[tuple[str, int]]:
@@ -24,17 +43,8 @@ async def _drive_against_a_counting_server() -> Counter[tuple[str, int]]:
         served[request.transport.get_extra_info("peername")] += 1  # type: ignore[union-attr]
         return web.json_response({"service": "bench"})
 
-    app = web.Application()
-    app.router.add_get("/api/v1/whoami", whoami)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving("/api/v1/whoami", whoami) as port:
         load = await api._drive("ceiling", port, "token")
-    finally:
-        await runner.cleanup()
     assert load.requests == sum(served.values()) > 0
     return served
 
@@ -82,18 +92,9 @@ async def _beside_heavy_against_a_recording_server(clients: int) -> tuple[list[s
         seen.append("drive")
         return api.Load(1.0, 1.0, 1.0, cpu_ms=0.0)
 
-    app = web.Application()
-    app.router.add_get(api.HEAVY_PATH, heavy)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving(api.HEAVY_PATH, heavy) as port:
         await api._beside_heavy(port, clients, drive())
         after = in_flight[0]
-    finally:
-        await runner.cleanup()
     return seen, in_flight[1], after
 
 
