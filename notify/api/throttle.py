@@ -3,8 +3,9 @@ address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token.
 
 A service's requests are counted in ``API_RATE_LIMIT_STORAGE`` over a moving window: at most
 the limit in any stretch of its period. In Redis, when ``REDIS_CACHE_URL`` is set, so every web
-process counts together, by the ``limits`` library, each request one script there; in this
-process's memory otherwise, by ``InProcessWindow``, each request one step under a lock. The
+process counts together, by the ``limits`` library, each request one script there timed by
+Redis's own clock (``notify.api.redis_window``); in this process's memory otherwise, by
+``InProcessWindow``, each request one step under a lock. The
 cache-backed throttle this replaces read the window's whole history, added to it and wrote it
 back: requests racing in several processes overwrote each other's counts (1,390 let through
 against a limit of 1,000 in ``tests/api/test_service_rate_limit.py``), and every request moved
@@ -17,19 +18,19 @@ import time
 from collections import deque
 from collections.abc import Callable
 from functools import cache
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.http import HttpRequest
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.errors import StorageError
-from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from limits.util import WindowStats
 from ninja.errors import Throttled
 from ninja.throttling import BaseThrottle
 from redis import RedisError
 
+from notify.api.redis_window import ServerClockRedisStorage
 from notify.models import ServiceToken
 from notify.once import OncePerProcess
 from notify.pause import Pause
@@ -114,7 +115,10 @@ def limiter_for(storage: str) -> "Limiter":
     most the cache's timeouts (REDIS_CACHE_OPTIONS) to connect or for an answer."""
     if storage.startswith("memory://"):
         return InProcessWindow()
-    return MovingWindowRateLimiter(storage_from_string(storage, wrap_exceptions=True, **settings.REDIS_CACHE_OPTIONS))
+    # Timed by Redis's clock, not this host's: the hosts asking it need not agree on the time.
+    timeouts: dict[str, Any] = settings.REDIS_CACHE_OPTIONS
+    counts = ServerClockRedisStorage(storage, wrap_exceptions=True, **timeouts)
+    return MovingWindowRateLimiter(counts)
 
 
 class Limiter(Protocol):
@@ -135,10 +139,10 @@ class InProcessWindow:
     counted requests, oldest first; a request drops those out of the window and is counted if
     fewer than the limit remain. Microseconds under one lock, and no thread.
 
-    The times are the monotonic clock's, not the wall clock's ``limits`` counts by in Redis (where
-    every process must agree on one): a wall clock stepped forward (NTP catching up a drifted host)
-    would end every count early and let a service through twice its limit, one stepped back would
-    hold counts and refuse it for as long. ``clock`` is for the tests.
+    The times are the monotonic clock's, not the wall clock's: a wall clock stepped forward (NTP
+    catching up a drifted host) would end every count early and let a service through twice its
+    limit, one stepped back would hold counts and refuse it for as long. (In Redis, where every
+    process must agree on one clock, the window is timed by Redis's.) ``clock`` is for the tests.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:

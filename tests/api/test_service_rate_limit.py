@@ -1,12 +1,16 @@
 """A service's rate limit holds when its requests arrive at once in several web processes sharing
-Redis: each request is counted atomically, none is lost to another's read-modify-write."""
+Redis: each request is counted atomically, none is lost to another's read-modify-write; and it
+holds whatever the asking host's clock says, the window being timed by Redis's."""
 
 import multiprocessing
 import uuid
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import pytest
+import time_machine
 from django.conf import settings as project_settings
+from django.http import HttpRequest
 from django.test import RequestFactory
 
 from config.env import Rate
@@ -59,3 +63,42 @@ def test_a_throttled_service_is_told_when_its_oldest_counted_request_leaves_the_
 
     assert answers == [True] * 1000 + [False]
     assert 58 <= throttle.wait() <= 60
+
+
+@pytest.fixture
+def small_limit(shared_redis, settings):
+    settings.API_RATE_LIMIT = Rate(3, 60)
+
+
+def _spent_limit() -> tuple[PerService, HttpRequest]:
+    """A throttle, and a request of a new service that has spent its limit (three) just now."""
+    request = RequestFactory().post("/api/v1/events")
+    request.auth = ServiceToken(service=f"svc-{uuid.uuid4().hex}")  # type: ignore[attr-defined]
+    throttle = PerService()
+    assert [throttle.allow_request(request) for _ in range(3)] == [True] * 3
+    return throttle, request
+
+
+def _host_clock_moved(by: timedelta) -> "time_machine.travel":
+    # time.time() and datetime.now() of this process only: Redis keeps its own time.
+    return time_machine.travel(datetime.now(UTC) + by, tick=True)
+
+
+def test_a_host_whose_clock_jumped_ahead_still_finds_the_limit_spent(small_limit):
+    throttle, request = _spent_limit()
+
+    # NTP steps a drifted web host two minutes forward: stamped by its own clock, the three
+    # requests counted a moment ago looked two minutes old, out of the window, and it let the
+    # service through its whole limit again.
+    with _host_clock_moved(timedelta(minutes=2)):
+        assert throttle.allow_request(request) is False
+
+
+def test_a_host_whose_clock_is_behind_is_told_redis_s_retry_after(small_limit):
+    throttle, request = _spent_limit()
+
+    # Half a minute behind, the host read the oldest counted request as half a minute in its
+    # future, and told the service to wait 90 s for a window that ends in 60.
+    with _host_clock_moved(-timedelta(seconds=30)):
+        assert throttle.allow_request(request) is False
+        assert 58 <= throttle.wait() <= 60
