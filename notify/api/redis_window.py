@@ -18,9 +18,10 @@ from limits.storage import RedisStorage
 
 # Before the first write: Redis before 5 replicates a script as its text, and refuses a
 # write after a command whose answer differs on a replica (TIME) unless told to replicate
-# the script's effects instead. From 5 on that is what it does anyway.
+# the script's effects instead. From 5 on that is what it does anyway, and 7 deprecates the
+# call: made only where it exists, a server that drops it still counts.
 _SERVER_NOW = """
-redis.replicate_commands()
+if redis.replicate_commands then redis.replicate_commands() end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 """
