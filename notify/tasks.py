@@ -76,16 +76,14 @@ def send(event_id: str, *, countdown: float = 0.0) -> bool:
     return True
 
 
-def send_recorded(event_id: str, *, at: datetime, countdown: float = 0.0) -> bool:
-    """Send a wake-up already recorded on the event as pending (``wake_at`` = ``at``); return whether it went.
+def send_recorded(event_id: str, *, at: datetime, countdown: float = 0.0) -> None:
+    """Send a wake-up already recorded on the event as pending (``wake_at`` = ``at``).
 
     One that did not go is forgotten: left recorded, it would keep the sweeper off the event
     until NOTIFY_SWEEP_REDELIVER_AFTER past ``at``, with no hint on its way.
     """
-    if send(event_id, countdown=countdown):
-        return True
-    forget_wake_ups([event_id], at=at)
-    return False
+    if not send(event_id, countdown=countdown):
+        forget_wake_ups([event_id], at=at)
 
 
 def forget_wake_ups(event_ids: list[str], *, at: datetime) -> None:

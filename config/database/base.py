@@ -21,7 +21,6 @@ from typing import Any
 import psycopg
 from django.db.backends.postgresql import base, operations
 from django.db.backends.utils import CursorWrapper
-from django.utils.asyncio import async_unsafe
 
 
 class DatabaseOperations(operations.DatabaseOperations):
@@ -44,18 +43,29 @@ class PreparingCursor(psycopg.Cursor):
 class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
 
-    @async_unsafe
-    def prepared_cursor(self) -> CursorWrapper:
-        """``cursor()``, over a ``PreparingCursor`` (``notify.rows``' statements).
+    # Set only inside ``prepared_cursor``: a wrapper is its own thread's (Django keeps one per
+    # thread), so no other thread's cursor can be made while it is.
+    _preparing = False
 
-        The same steps as Django's ``cursor()`` (the health check, the connection, the error
-        translation, the query log's wrapper), but for the cursor made underneath: making
-        Django's own and swapping it out cost each statement 25-30 µs of CPU.
+    def prepared_cursor(self) -> CursorWrapper:
+        """Django's ``cursor()`` (its health check, connection, error translation and query log),
+        made over a ``PreparingCursor`` (``notify.rows``' statements).
+
+        Through ``create_cursor``, the backend's hook for the cursor underneath: making Django's
+        own and swapping it out after cost each statement 25-30 µs of CPU.
         """
-        self.close_if_health_check_failed()
-        self.ensure_connection()
-        with self.wrap_database_errors:
-            return self._prepare_cursor(PreparingCursor(self.connection))  # type: ignore[attr-defined,no-any-return]
+        self._preparing = True
+        try:
+            return self.cursor()
+        finally:
+            self._preparing = False
+
+    def create_cursor(self, name: str | None = None) -> Any:
+        if self._preparing:
+            # Django's own adds, to an unnamed cursor, only its time zone's loader where the
+            # connection's differs: never here, where it was made with it (get_new_connection).
+            return PreparingCursor(self.connection)
+        return super().create_cursor(name)
 
     def is_usable(self) -> bool:
         connection = self.connection

@@ -20,9 +20,14 @@ def error_body(code: str, message: str, fields: list[dict[str, str]] | None = No
     return {"error": code, "message": message, "fields": fields or []}
 
 
+def _log_refused(request: HttpRequest, status: int, code: str) -> None:
+    # The path and the code only: a refused request's values are the caller's input.
+    log.info("api_refused", extra={"path": request.path, "status": status, "error": code})
+
+
 def register(api: NinjaAPI) -> None:
     def respond(request: HttpRequest, status: int, code: str, message: str, **extra: Any) -> HttpResponse:
-        log.info("api_refused", extra={"path": request.path, "status": status, "error": code})
+        _log_refused(request, status, code)
         return api.create_response(request, error_body(code, message, **extra), status=status)
 
     @api.exception_handler(AuthenticationError)
@@ -82,7 +87,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """
     if not request.path_info.startswith("/api/"):
         return defaults.bad_request(request, exception)
-    log.info("api_refused", extra={"path": request.path, "status": 400, "error": "malformed_request"})
+    _log_refused(request, 400, "malformed_request")
     message = "the request cannot be served as sent (for example, its Host header is not one this service answers to)"
     return JsonResponse(error_body("malformed_request", message), status=400)
 

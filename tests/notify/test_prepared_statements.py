@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from notify import worker
 from notify.events import create_event
+from notify.models import Event
 from tests.factories import reset_request
 from tests.notify.workers import scripted_event
 
@@ -50,3 +51,13 @@ def test_the_query_log_shows_a_prepared_statement_with_its_values(db, policy, cl
     assert insert.startswith("WITH parent AS (INSERT INTO notify_event")
     assert f"'{created.event.id}'" in insert
     assert f"'{request.client_key}'" in insert
+
+
+def test_the_orm_s_statements_on_the_same_connection_are_not_prepared(db, policy, clock):
+    created = create_event(reset_request(), now=clock.now())
+
+    for _ in range(3):
+        assert Event.objects.filter(pk=created.event.id).exists()
+
+    # The ORM quotes its table names (SELECT 1 AS "a" FROM "notify_event" ...); notify.rows does not.
+    assert not [statement for statement in prepared_statements() if '"notify_event"' in statement]
