@@ -1,19 +1,30 @@
-"""Failed attempts counted per client address or per account, for the login and API throttles.
+"""Counting requests over moving windows: the API's rate limits and the failed attempts of logins and tokens.
 
-Counts live in Django's default cache: Redis when ``REDIS_CACHE_URL`` is set, so every web
-process counts together; per-process memory otherwise (one process, or a demo). Windows are
-fixed (aligned to the epoch), so a count is one key that expires by itself: a client may
-fit up to twice the limit across a boundary, which is fine for slowing guessing down.
+Every count here is a moving window (at most the limit in any stretch of its period), kept in
+``RATE_LIMIT_STORAGE``: in Redis when ``REDIS_CACHE_URL`` is set, so every web process counts
+together, by the ``limits`` library timed by Redis's own clock (``notify.redis_window``); in this
+process's memory otherwise (one process, the demo), by ``InProcessWindow``, timed by the
+monotonic clock. Neither is judged by a host's wall clock: hosts that disagree on the time
+(one a minute ahead, say) count into one window, and a clock stepped forward ends no count early.
 """
 
 import math
+import threading
 import time
-from typing import Protocol
+from collections import deque
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Protocol
 
 from django.conf import settings
-from django.core.cache import cache
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.strategies import MovingWindowRateLimiter
+from limits.util import WindowStats
+
+from notify.once import OncePerProcess
+from notify.redis_window import ServerClockRedisStorage
 
 
 class Rate(Protocol):
@@ -41,43 +52,124 @@ def client_address(request: HttpRequest) -> str:
 
 
 class FailureCount:
-    """Failures per identity (an address, an account) under the rate named by ``setting``."""
+    """Failures per identity (an address, an account) under the rate named by ``setting``.
+
+    Counted as the API's requests are (``limiter_for``): with fixed windows keyed by each host's
+    clock, hosts a window apart counted one client's failures under two keys, and a client fitted
+    twice the limit into any boundary besides.
+    """
 
     def __init__(self, scope: str, setting: str) -> None:
         self.scope = scope
         self.setting = setting
 
     def retry_after(self, identity: str) -> int | None:
-        """Seconds until ``identity`` may try again, or None while it is under its limit."""
-        rate, now = self._rate(), time.time()
-        if cache.get(self._key(identity, rate, now), 0) < rate.limit:
+        """Seconds until ``identity`` may try again (its oldest counted failure leaves the
+        window), or None while it is under its limit."""
+        stats = _limiter().get_window_stats(self._item(), self.scope, self._digest(identity))
+        if stats.remaining > 0:
             return None
-        window_ends = (math.floor(now / rate.seconds) + 1) * rate.seconds
-        return max(1, math.ceil(window_ends - now))
+        # reset_time is in this host's seconds whatever clock timed the window (notify.redis_window).
+        return max(1, math.ceil(stats.reset_time - time.time()))
 
     def add(self, identity: str) -> None:
-        rate, now = self._rate(), time.time()
-        key = self._key(identity, rate, now)
-        # add() then incr(): both atomic in Redis and in local memory, so failures that
-        # arrive together are all counted; the window's key expires with the window.
-        cache.add(key, 0, timeout=rate.seconds)
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between the two calls: a new window has begun
-            cache.set(key, 1, timeout=rate.seconds)
+        # Past the limit a failure is not counted again: the window already refuses until its
+        # oldest failure leaves it, and counting more would not make that sooner or later.
+        _limiter().hit(self._item(), self.scope, self._digest(identity))
 
     def clear(self, identity: str) -> None:
-        """Forget ``identity``'s failures in the current window (an operator lifting a lock-out)."""
-        rate = self._rate()
-        cache.delete(self._key(identity, rate, time.time()))
+        """Forget ``identity``'s counted failures (an operator lifting a lock-out)."""
+        _limiter().clear(self._item(), self.scope, self._digest(identity))
 
-    def _rate(self) -> Rate:
+    def _item(self) -> RateLimitItem:
         # Read per call, not once at import: it is configuration, not code.
-        rate: Rate = getattr(settings, self.setting)
-        return rate
+        return rate_item(getattr(settings, self.setting))
 
-    def _key(self, identity: str, rate: Rate, now: float) -> str:
-        # Keyed digest: cache keys (visible to anyone listing Redis) carry no address or
-        # user name, and an IPv4 address cannot be recovered by hashing all 2^32 of them.
-        digest = salted_hmac(f"ratelimit.{self.scope}", identity).hexdigest()[:32]
-        return f"failures:{self.scope}:{digest}:{rate.seconds}:{math.floor(now / rate.seconds)}"
+    def _digest(self, identity: str) -> str:
+        # Keyed digest: keys (visible to anyone listing Redis) carry no address or user name,
+        # and an IPv4 address cannot be recovered by hashing all 2^32 of them.
+        return salted_hmac(f"ratelimit.{self.scope}", identity).hexdigest()[:32]
+
+
+def _limiter() -> "Limiter":
+    return limiter_for(settings.RATE_LIMIT_STORAGE)
+
+
+@OncePerProcess
+def limiter_for(storage: str) -> "Limiter":
+    """The limiter counting in ``storage`` (a ``limits`` storage URI), made once per process.
+
+    Its errors come wrapped as ``StorageError`` whatever the store, and a Redis store waits at
+    most the cache's timeouts (REDIS_CACHE_OPTIONS) to connect or for an answer."""
+    if storage.startswith("memory://"):
+        return InProcessWindow()
+    # Timed by Redis's clock, not this host's: the hosts asking it need not agree on the time.
+    timeouts: dict[str, Any] = settings.REDIS_CACHE_OPTIONS
+    counts = ServerClockRedisStorage(storage, wrap_exceptions=True, **timeouts)
+    return MovingWindowRateLimiter(counts)
+
+
+class Limiter(Protocol):
+    def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool: ...
+
+    def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats: ...
+
+    def clear(self, item: RateLimitItem, *identifiers: str) -> None: ...
+
+
+class InProcessWindow:
+    """The moving window counted in this process's memory (no REDIS_CACHE_URL: one process, the demo).
+
+    What ``limits``' MovingWindowRateLimiter does in Redis, for one process. Not over ``limits``'
+    own memory store (5.8): it is not safe for threads (two requests at once could start its
+    expiry timer twice, and the second answered 500), and it expires entries on a timer thread it
+    starts again at the first request after the last one ended, up to a hundred a second in a busy
+    process. Locked against the race, each such start held every request thread of the process:
+    12 ms at p99 with the CPU saturated (docs/scaling.md). Here each key keeps the times of its
+    counted requests, oldest first; a request drops those out of the window and is counted if
+    fewer than the limit remain. Microseconds under one lock, and no thread.
+
+    The times are the monotonic clock's, not the wall clock's: a wall clock stepped forward (NTP
+    catching up a drifted host) would end every count early and let a service through twice its
+    limit, one stepped back would hold counts and refuse it for as long. (In Redis, where every
+    process must agree on one clock, the window is timed by Redis's.) ``clock`` is for the tests.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._counted: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool:
+        now = self._clock()
+        with self._lock:
+            counted = self._in_window(item, identifiers, now)
+            if len(counted) + cost > item.amount:
+                return False
+            counted.extend([now] * cost)
+            return True
+
+    def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats:
+        """When the oldest counted request leaves the window, and how many more it allows now."""
+        now = self._clock()
+        with self._lock:
+            counted = self._in_window(item, identifiers, now)
+            oldest = counted[0] if counted else now
+            left = item.amount - len(counted)
+        # WindowStats tells the reset in wall-clock seconds, as limits does (PerService.wait reads it so).
+        return WindowStats(time.time() + (oldest + item.get_expiry() - now), left)
+
+    def clear(self, item: RateLimitItem, *identifiers: str) -> None:
+        with self._lock:
+            self._counted.pop(item.key_for(*identifiers), None)
+
+    def _in_window(self, item: RateLimitItem, identifiers: tuple[str, ...], now: float) -> deque[float]:
+        counted = self._counted.setdefault(item.key_for(*identifiers), deque())
+        while counted and counted[0] <= now - item.get_expiry():
+            counted.popleft()
+        return counted
+
+
+@cache
+def rate_item(rate: Rate) -> RateLimitItem:
+    return RateLimitItemPerSecond(rate.limit, rate.seconds)

@@ -3,7 +3,8 @@
 Every failed attempt counts against the client's address (``LOGIN_FAILURES_PER_CLIENT``)
 and against the account name it tried (``LOGIN_FAILURES_PER_ACCOUNT``, normalised, counted
 whether or not such an account exists). Once either is spent, the form answers 429 with
-"wait and try again" until the window ends, without checking the password, right or wrong:
+"wait and try again" until its oldest counted failure leaves the window (a moving window,
+``notify.ratelimit``), without checking the password, right or wrong:
 so the answer never tells whether the account exists or the password was right, and a
 throttled guess costs no password hash. A client under its limit logging in to an account
 under its limit is never refused, whatever other clients do to other accounts.

@@ -1,13 +1,15 @@
 import socket
 import threading
+import time
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 import pytest
 from django.db import connection
 
-from notify import tasks
+from notify import ratelimit, tasks
 from notify.clock import FakeClock
+from notify.ratelimit import InProcessWindow, limiter_for
 from policies import cache as policy_cache
 from tests.factories import PolicyVersionFactory
 from tests.providers import simulated_transports
@@ -20,6 +22,24 @@ def _forget_cached_policies():
     # The caches rely on primary keys never being reused; a test's rolled-back transaction
     # (SQLite's sequence included) can reuse them, so each test starts with them empty.
     policy_cache.forget()
+
+
+@pytest.fixture(autouse=True)
+def _counts_afresh():
+    # Rate limits and failed attempts counted in memory start empty in each test (those counted
+    # in Redis are each test's own services and addresses, or its own Redis database).
+    limiter_for.cache_clear()
+    yield
+    limiter_for.cache_clear()
+
+
+@pytest.fixture
+def counts_on_the_wall_clock(monkeypatch) -> InProcessWindow:
+    """Failed attempts counted in memory and timed by the wall clock, which time_machine stops and
+    moves (the monotonic clock, which they are timed by outside the tests, it cannot)."""
+    window = InProcessWindow(clock=lambda: time.time())
+    monkeypatch.setattr(ratelimit, "limiter_for", lambda storage: window)
+    return window
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,11 @@
 """Rate limits: each service gets ``API_RATE_LIMIT`` requests, whatever its token; each client
 address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token.
 
-A service's requests are counted in ``API_RATE_LIMIT_STORAGE`` over a moving window: at most
+A service's requests are counted in ``RATE_LIMIT_STORAGE`` over a moving window: at most
 the limit in any stretch of its period. In Redis, when ``REDIS_CACHE_URL`` is set, so every web
 process counts together, by the ``limits`` library, each request one script there timed by
-Redis's own clock (``notify.api.redis_window``); in this process's memory otherwise, by
-``InProcessWindow``, each request one step under a lock. The
+Redis's own clock (``notify.redis_window``); in this process's memory otherwise, by
+``notify.ratelimit.InProcessWindow``, each request one step under a lock. The
 cache-backed throttle this replaces read the window's whole history, added to it and wrote it
 back: requests racing in several processes overwrote each other's counts (1,390 let through
 against a limit of 1,000 in ``tests/api/test_service_rate_limit.py``), and every request moved
@@ -15,26 +15,20 @@ a history as long as the limit.
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from functools import cache
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
 from django.conf import settings
 from django.http import HttpRequest
-from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.errors import StorageError
-from limits.strategies import MovingWindowRateLimiter
-from limits.util import WindowStats
 from ninja.errors import Throttled
 from ninja.throttling import BaseThrottle
 from redis import RedisError
 
-from notify.api.redis_window import ServerClockRedisStorage
 from notify.models import ServiceToken
 from notify.once import OncePerProcess
 from notify.pause import Pause
-from notify.ratelimit import FailureCount, Rate
+from notify.ratelimit import FailureCount, limiter_for, rate_item
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
 log = logging.getLogger("notify.api")
@@ -60,7 +54,7 @@ class PerService(BaseThrottle):
         if not isinstance(token, ServiceToken):
             return True  # unauthenticated requests are refused before this matters
         # Read per request, not once at import: they are configuration, not code.
-        limiter, item = limiter_for(settings.API_RATE_LIMIT_STORAGE), _item(settings.API_RATE_LIMIT)
+        limiter, item = limiter_for(settings.RATE_LIMIT_STORAGE), rate_item(settings.API_RATE_LIMIT)
         if counted("service", lambda: limiter.hit(item, NAMESPACE, token.service), otherwise=True):
             return True
         self._refused.window = (limiter, item, token.service)
@@ -89,7 +83,7 @@ def counted(limit: str, ask: Callable[[], T], *, otherwise: U) -> T | U:
     without asking, then one asks again. Without it, every request waited out the timeout on every ask
     (0.25 s, twice a request): with a stuck Redis the web's threads served some 30 requests a second.
     """
-    pause = pause_for(settings.API_RATE_LIMIT_STORAGE)
+    pause = pause_for(settings.RATE_LIMIT_STORAGE)
     if pause.active():
         log.warning("rate_limit_unavailable", extra={"limit": limit, "error": "paused"})
         return otherwise
@@ -105,77 +99,3 @@ def counted(limit: str, ask: Callable[[], T], *, otherwise: U) -> T | U:
 def pause_for(storage: str) -> Pause:
     """This process's pause for the store at ``storage``: after one failure, STORE_RETRY_SECONDS without asking."""
     return Pause(STORE_RETRY_SECONDS)
-
-
-@OncePerProcess
-def limiter_for(storage: str) -> "Limiter":
-    """The limiter counting in ``storage`` (a ``limits`` storage URI), made once per process.
-
-    Its errors come wrapped as ``StorageError`` whatever the store, and a Redis store waits at
-    most the cache's timeouts (REDIS_CACHE_OPTIONS) to connect or for an answer."""
-    if storage.startswith("memory://"):
-        return InProcessWindow()
-    # Timed by Redis's clock, not this host's: the hosts asking it need not agree on the time.
-    timeouts: dict[str, Any] = settings.REDIS_CACHE_OPTIONS
-    counts = ServerClockRedisStorage(storage, wrap_exceptions=True, **timeouts)
-    return MovingWindowRateLimiter(counts)
-
-
-class Limiter(Protocol):
-    def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool: ...
-
-    def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats: ...
-
-
-class InProcessWindow:
-    """The moving window counted in this process's memory (no REDIS_CACHE_URL: one process, the demo).
-
-    What ``limits``' MovingWindowRateLimiter does in Redis, for one process. Not over ``limits``'
-    own memory store (5.8): it is not safe for threads (two requests at once could start its
-    expiry timer twice, and the second answered 500), and it expires entries on a timer thread it
-    starts again at the first request after the last one ended, up to a hundred a second in a busy
-    process. Locked against the race, each such start held every request thread of the process:
-    12 ms at p99 with the CPU saturated (docs/scaling.md). Here each key keeps the times of its
-    counted requests, oldest first; a request drops those out of the window and is counted if
-    fewer than the limit remain. Microseconds under one lock, and no thread.
-
-    The times are the monotonic clock's, not the wall clock's: a wall clock stepped forward (NTP
-    catching up a drifted host) would end every count early and let a service through twice its
-    limit, one stepped back would hold counts and refuse it for as long. (In Redis, where every
-    process must agree on one clock, the window is timed by Redis's.) ``clock`` is for the tests.
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._counted: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-        self._clock = clock
-
-    def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool:
-        now = self._clock()
-        with self._lock:
-            counted = self._in_window(item, identifiers, now)
-            if len(counted) + cost > item.amount:
-                return False
-            counted.extend([now] * cost)
-            return True
-
-    def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats:
-        """When the oldest counted request leaves the window, and how many more it allows now."""
-        now = self._clock()
-        with self._lock:
-            counted = self._in_window(item, identifiers, now)
-            oldest = counted[0] if counted else now
-            left = item.amount - len(counted)
-        # WindowStats tells the reset in wall-clock seconds, as limits does (PerService.wait reads it so).
-        return WindowStats(time.time() + (oldest + item.get_expiry() - now), left)
-
-    def _in_window(self, item: RateLimitItem, identifiers: tuple[str, ...], now: float) -> deque[float]:
-        counted = self._counted.setdefault(item.key_for(*identifiers), deque())
-        while counted and counted[0] <= now - item.get_expiry():
-            counted.popleft()
-        return counted
-
-
-@cache
-def _item(rate: Rate) -> RateLimitItem:
-    return RateLimitItemPerSecond(rate.limit, rate.seconds)

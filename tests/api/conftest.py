@@ -1,21 +1,15 @@
 import pytest
-from django.core.cache import cache
 
-from notify.api.throttle import limiter_for, pause_for
+from notify.api.throttle import pause_for
 from notify.clock import system_clock
 from notify.models import ServiceToken
 
 
 @pytest.fixture(autouse=True)
 def fresh_rate_limits():
-    def forget() -> None:
-        cache.clear()
-        limiter_for.cache_clear()  # counts in memory start afresh (Redis's are each test's own services)
-        pause_for.cache_clear()  # a store a test made fail is asked afresh by the next
-
-    forget()
+    pause_for.cache_clear()  # a store a test made fail is asked afresh by the next
     yield
-    forget()
+    pause_for.cache_clear()
 
 
 @pytest.fixture

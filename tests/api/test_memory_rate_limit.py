@@ -11,8 +11,9 @@ from django.test import RequestFactory
 from limits import RateLimitItemPerSecond
 
 from config.env import Rate
-from notify.api.throttle import InProcessWindow, PerService
+from notify.api.throttle import PerService
 from notify.models import ServiceToken
+from notify.ratelimit import InProcessWindow
 from tests.concurrency import run_interleaved
 
 THREADS = 8
@@ -23,7 +24,7 @@ LIMIT = THREADS * ROUNDS - 100
 @pytest.fixture
 def counted_in_memory(settings):
     # A limiter of its own (the query makes another cached one), whatever other tests counted.
-    settings.API_RATE_LIMIT_STORAGE = f"memory://?test={uuid.uuid4().hex}"
+    settings.RATE_LIMIT_STORAGE = f"memory://?test={uuid.uuid4().hex}"
     settings.API_RATE_LIMIT = Rate(LIMIT, 60)
 
 

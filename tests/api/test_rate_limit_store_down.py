@@ -20,7 +20,7 @@ def counted_in(url: str) -> override_settings:
     fixtures that clear the counts at teardown then see the usual store again)."""
     backend, options = "django.core.cache.backends.redis.RedisCache", settings.REDIS_CACHE_OPTIONS
     redis_cache = {"default": {"BACKEND": backend, "LOCATION": url, "OPTIONS": options}}
-    return override_settings(CACHES=redis_cache, API_RATE_LIMIT_STORAGE=url)
+    return override_settings(CACHES=redis_cache, RATE_LIMIT_STORAGE=url)
 
 
 def test_a_creation_goes_through_when_the_rate_limit_store_is_unreachable(api, policy, caplog):

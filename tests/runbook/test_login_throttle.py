@@ -8,11 +8,12 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_login_failed
-from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 
 from config.env import Rate
+from notify import ratelimit
+from notify.ratelimit import limiter_for
 from tests.conftest import T0
 
 CONSOLE = "/accounts/login/"
@@ -27,13 +28,10 @@ def small_limits(settings):
 
 
 @pytest.fixture(autouse=True)
-def stopped_clock():
-    # Windows are fixed: a stopped clock keeps every attempt of a test in one of them. The
-    # counts live in the process's cache, so each test starts (and leaves) it empty.
-    cache.clear()
+def stopped_clock(counts_on_the_wall_clock):
+    # Every attempt of a test at one instant: a window then ends its whole period after them.
     with time_machine.travel(T0 + timedelta(minutes=1), tick=False) as traveller:
         yield traveller
-    cache.clear()
 
 
 def log_in(username, password, address, url=CONSOLE):
@@ -52,7 +50,7 @@ def test_a_client_over_its_limit_is_told_to_wait_even_with_the_right_password(re
     refused = log_in("rita", PASSWORD, "10.0.0.1")
 
     assert refused.status_code == 429
-    assert error_shown(refused) == "Too many failed log-in attempts. Wait 14 minutes and try again."
+    assert error_shown(refused) == "Too many failed log-in attempts. Wait 15 minutes and try again."
     assert "_auth_user_id" not in refused.wsgi_request.session
 
 
@@ -166,11 +164,11 @@ def test_lifting_needs_an_account_or_an_address(db):
         call_command("unthrottle_login")
 
 
-def test_with_the_counts_store_down_a_login_fails_closed(responder):
+def test_with_the_counts_store_down_a_login_fails_closed(responder, monkeypatch):
     # The API goes on uncounted when its Redis is down (tests/api/test_rate_limit_store_down.py);
     # a login does not: the throttle guards people's passwords, and a guesser could wait for this.
-    down = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:9/0"}}
-    with override_settings(CACHES=down):
+    monkeypatch.setattr(ratelimit, "limiter_for", limiter_for)  # the project's own, not the wall clock's window
+    with override_settings(RATE_LIMIT_STORAGE="redis://127.0.0.1:9/0"):
         answer = Client(raise_request_exception=False).post(
             CONSOLE, {"username": "rita", "password": PASSWORD}, REMOTE_ADDR="10.0.0.1"
         )

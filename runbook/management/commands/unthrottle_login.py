@@ -22,7 +22,7 @@ class Command(BaseCommand):
             BY_ACCOUNT.clear(account_key(options["account"]))
         if options["address"]:
             BY_CLIENT.clear(options["address"])
-        if "LocMemCache" in settings.CACHES["default"]["BACKEND"]:
+        if settings.RATE_LIMIT_STORAGE.startswith("memory://"):
             # Each web process keeps its own counts then, out of this command's reach.
             self.stderr.write("No REDIS_CACHE_URL: the counts live in each web process; restart them to clear.")
             return

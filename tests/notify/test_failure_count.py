@@ -1,0 +1,86 @@
+"""Failed attempts (logins, tokens) are counted over a moving window, in Redis by Redis's clock:
+hosts that disagree on the time count one client's failures together, and no boundary lets a
+client through twice its limit."""
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
+
+import pytest
+import time_machine
+from django.conf import settings as project_settings
+
+from config.env import Rate
+from notify.ratelimit import FailureCount
+from tests.conftest import T0
+
+# The suite's own Redis, in the database the tests keep for counts (as tests/api/test_service_rate_limit.py).
+REDIS = urlsplit(project_settings.CELERY_BROKER_URL)._replace(path="/13").geturl()
+FAILURES = FailureCount("test-failures", "LOGIN_FAILURES_PER_CLIENT")
+SPENT_AGO = 1.5  # seconds between the last failure and the question: a wait read from the window is 60 less this
+
+
+@pytest.fixture
+def three_a_minute(settings):
+    settings.LOGIN_FAILURES_PER_CLIENT = Rate(3, 60)
+
+
+@pytest.fixture
+def counted_in_redis(three_a_minute, settings):
+    if not REDIS.startswith("redis://"):
+        pytest.skip("counts shared in Redis")
+    settings.RATE_LIMIT_STORAGE = REDIS
+
+
+def host_clock(offset: timedelta) -> time_machine.travel:
+    """This host's wall clock ``offset`` from the true time, running on."""
+    return time_machine.travel(datetime.now(UTC) + offset, tick=True)
+
+
+def test_hosts_that_disagree_on_the_time_count_one_address_s_failures_together(counted_in_redis):
+    address = f"test-{uuid.uuid4().hex}"
+    with host_clock(timedelta(minutes=2)):
+        FAILURES.add(address)
+        FAILURES.add(address)
+    with host_clock(-timedelta(seconds=30)):
+        FAILURES.add(address)
+
+    assert FAILURES.retry_after(address) is not None
+
+
+def test_a_host_two_minutes_ahead_finds_failures_counted_elsewhere_and_redis_s_wait(counted_in_redis):
+    address = f"test-{uuid.uuid4().hex}"
+    for _ in range(3):
+        FAILURES.add(address)
+    time.sleep(SPENT_AGO)
+
+    with host_clock(timedelta(minutes=2)):
+        ahead = FAILURES.retry_after(address)
+    with host_clock(-timedelta(seconds=30)):
+        behind = FAILURES.retry_after(address)
+
+    assert ahead == behind == 59  # ceil(60 - 1.5 - the time the asking took)
+
+
+def test_failures_just_before_a_minute_boundary_still_count_after_it(three_a_minute, counts_on_the_wall_clock):
+    address = "10.2.0.1"
+    with time_machine.travel(T0 + timedelta(seconds=59), tick=False) as clock:
+        for _ in range(3):
+            FAILURES.add(address)
+        clock.shift(timedelta(seconds=2))  # into the next minute
+
+        assert FAILURES.retry_after(address) == 58
+        clock.shift(timedelta(seconds=58))
+        assert FAILURES.retry_after(address) is None
+
+
+def test_an_operator_s_clear_forgets_the_failures(three_a_minute):
+    address = "10.3.0.1"
+    for _ in range(3):
+        FAILURES.add(address)
+    assert FAILURES.retry_after(address) is not None
+
+    FAILURES.clear(address)
+
+    assert FAILURES.retry_after(address) is None
