@@ -127,7 +127,10 @@ class InProcessWindow:
     process. Locked against the race, each such start held every request thread of the process:
     12 ms at p99 with the CPU saturated (docs/scaling.md). Here each key keeps the times of its
     counted requests, oldest first; a request drops those out of the window and is counted if
-    fewer than the limit remain. Microseconds under one lock, and no thread.
+    fewer than the limit remain. Microseconds under one lock, and no thread. Asking about a key
+    stores nothing, and keys whose counts have all left their window are dropped whenever the
+    keys have doubled since the last sweep: a client sending a new account name with every
+    failed login grows the memory only by the names still inside their window.
 
     The times are the monotonic clock's, not the wall clock's: a wall clock stepped forward (NTP
     catching up a drifted host) would end every count early and let a service through twice its
@@ -135,25 +138,32 @@ class InProcessWindow:
     process must agree on one clock, the window is timed by Redis's.) ``clock`` is for the tests.
     """
 
+    SWEEP_FROM = 1024  # keys kept before the first sweep
+
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._counted: dict[str, deque[float]] = {}
+        # Per key: its window's length and the times counted in it, oldest first.
+        self._counted: dict[str, tuple[float, deque[float]]] = {}
         self._lock = threading.Lock()
         self._clock = clock
+        self._sweep_at = self.SWEEP_FROM
 
     def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool:
-        now = self._clock()
+        now, key = self._clock(), item.key_for(*identifiers)
         with self._lock:
-            counted = self._in_window(item, identifiers, now)
+            counted = self._in_window(key, item.get_expiry(), now)
             if len(counted) + cost > item.amount:
                 return False
             counted.extend([now] * cost)
+            self._counted[key] = (item.get_expiry(), counted)
+            if len(self._counted) >= self._sweep_at:
+                self._sweep(now)
             return True
 
     def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats:
         """When the oldest counted request leaves the window, and how many more it allows now."""
         now = self._clock()
         with self._lock:
-            counted = self._in_window(item, identifiers, now)
+            counted = self._in_window(item.key_for(*identifiers), item.get_expiry(), now)
             oldest = counted[0] if counted else now
             left = item.amount - len(counted)
         # WindowStats tells the reset in wall-clock seconds, as limits does (PerService.wait reads it so).
@@ -163,11 +173,24 @@ class InProcessWindow:
         with self._lock:
             self._counted.pop(item.key_for(*identifiers), None)
 
-    def _in_window(self, item: RateLimitItem, identifiers: tuple[str, ...], now: float) -> deque[float]:
-        counted = self._counted.setdefault(item.key_for(*identifiers), deque())
-        while counted and counted[0] <= now - item.get_expiry():
+    def _in_window(self, key: str, expiry: float, now: float) -> deque[float]:
+        """The times counted under ``key`` still in its window; an empty deque, not stored, for none."""
+        _, counted = self._counted.get(key, (expiry, deque()))
+        while counted and counted[0] <= now - expiry:
             counted.popleft()
+        if not counted:
+            self._counted.pop(key, None)
         return counted
+
+    def _sweep(self, now: float) -> None:
+        # Under the lock. Linear in the keys, and run only once they have doubled: constant per hit.
+        for key in [key for key, (expiry, counted) in self._counted.items() if counted[-1] <= now - expiry]:
+            del self._counted[key]
+        self._sweep_at = max(self.SWEEP_FROM, 2 * len(self._counted))
+
+    def __len__(self) -> int:
+        """The keys kept (the tests' measure of its memory)."""
+        return len(self._counted)
 
 
 @cache

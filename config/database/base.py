@@ -54,6 +54,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         Through ``create_cursor``, the backend's hook for the cursor underneath: making Django's
         own and swapping it out after cost each statement 25-30 µs of CPU.
         """
+        # Connected first, so no cursor that connecting makes (Django's version check) is a preparing one.
+        self.close_if_health_check_failed()
+        self.ensure_connection()
         self._preparing = True
         try:
             return self.cursor()
@@ -63,7 +66,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def create_cursor(self, name: str | None = None) -> Any:
         if self._preparing:
             # Django's own adds, to an unnamed cursor, only its time zone's loader where the
-            # connection's differs: never here, where it was made with it (get_new_connection).
+            # connection's differs: the connection is made with it (get_connection_params), and
+            # it changes only with USE_TZ or the database's TIME_ZONE, which the project never does.
             return PreparingCursor(self.connection)
         return super().create_cursor(name)
 

@@ -138,3 +138,25 @@ def test_a_wall_clock_stepped_forward_ends_no_count_early(counted_in_memory, set
     assert first == [True, True, False]
     assert after_the_step is False
     assert throttle.wait() == pytest.approx(60, abs=1)  # Retry-After as if no step had happened
+
+
+def test_asking_about_keys_never_counted_keeps_nothing():
+    window, item = InProcessWindow(SteppedClock()), RateLimitItemPerSecond(3, 60)
+
+    for n in range(10_000):  # a guesser sending a new account name each time
+        assert window.get_window_stats(item, "login-account", f"name-{n}").remaining == 3
+
+    assert len(window) == 0
+
+
+def test_keys_whose_counts_left_their_window_are_dropped():
+    clock = SteppedClock()
+    window, item = InProcessWindow(clock), RateLimitItemPerSecond(3, 60)
+    for n in range(5_000):
+        window.hit(item, "login-account", f"old-{n}")
+    clock.now += 61
+
+    for n in range(5_000):
+        window.hit(item, "login-account", f"new-{n}")
+
+    assert len(window) == 5_000

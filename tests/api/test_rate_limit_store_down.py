@@ -7,7 +7,6 @@ import logging
 from datetime import timedelta
 
 import time_machine
-from django.conf import settings
 from django.test import override_settings
 
 from notify.api.throttle import STORE_RETRY_SECONDS
@@ -18,9 +17,7 @@ from tests.api.payloads import body, post, statuses_from_a_thread
 def counted_in(url: str) -> override_settings:
     """Both rate limits counted in the Redis at ``url``, for the length of a with block (the
     fixtures that clear the counts at teardown then see the usual store again)."""
-    backend, options = "django.core.cache.backends.redis.RedisCache", settings.REDIS_CACHE_OPTIONS
-    redis_cache = {"default": {"BACKEND": backend, "LOCATION": url, "OPTIONS": options}}
-    return override_settings(CACHES=redis_cache, RATE_LIMIT_STORAGE=url)
+    return override_settings(RATE_LIMIT_STORAGE=url)
 
 
 def test_a_creation_goes_through_when_the_rate_limit_store_is_unreachable(api, policy, caplog):

@@ -28,7 +28,6 @@ ATTEMPTS = 400  # per process: 1,600 in all, against a limit of 1,000
 
 @pytest.fixture
 def shared_redis(settings):
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}}
     settings.RATE_LIMIT_STORAGE = REDIS
     settings.API_RATE_LIMIT = Rate(1000, 60)
 

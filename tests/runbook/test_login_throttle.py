@@ -1,4 +1,4 @@
-"""Console and admin logins: failures counted per client address and per account, then 429 until the window ends."""
+"""Logins: failures counted per address and per account, then 429 until the oldest leaves its window."""
 
 import io
 import re
@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_login_failed
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
+from limits.errors import StorageError
 
 from config.env import Rate
 from notify import ratelimit
@@ -164,7 +165,7 @@ def test_lifting_needs_an_account_or_an_address(db):
         call_command("unthrottle_login")
 
 
-def test_with_the_counts_store_down_a_login_fails_closed(responder, monkeypatch):
+def test_with_the_counts_store_down_a_login_fails_closed(responder, monkeypatch, caplog):
     # The API goes on uncounted when its Redis is down (tests/api/test_rate_limit_store_down.py);
     # a login does not: the throttle guards people's passwords, and a guesser could wait for this.
     monkeypatch.setattr(ratelimit, "limiter_for", limiter_for)  # the project's own, not the wall clock's window
@@ -174,4 +175,6 @@ def test_with_the_counts_store_down_a_login_fails_closed(responder, monkeypatch)
         )
 
     assert answer.status_code == 500
+    # Refused by the store's failure, not by anything else a login could raise.
+    assert any(record.exc_info and record.exc_info[0] is StorageError for record in caplog.records)
     assert "_auth_user_id" not in answer.wsgi_request.session
