@@ -256,9 +256,9 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runbook:events"
 LOGOUT_REDIRECT_URL = "login"
 # Failed console and admin logins allowed per client address and per account name before
-# the login form answers 429 until the oldest leaves the moving window. Lower per client than per account, so
-# one address alone can never lock a responder out; the account limit stops guessing
-# spread over many addresses.
+# the login form answers 429 until the oldest leaves the moving window. Lower per client
+# than per account, so one address alone can never lock a responder out; the account limit
+# stops guessing spread over many addresses.
 LOGIN_FAILURES_PER_CLIENT = env_rate("LOGIN_FAILURES_PER_CLIENT", "10/15min")
 LOGIN_FAILURES_PER_ACCOUNT = env_rate("LOGIN_FAILURES_PER_ACCOUNT", "20/15min")
 

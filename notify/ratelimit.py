@@ -69,8 +69,7 @@ class FailureCount:
         stats = _limiter().get_window_stats(self._item(), self.scope, self._digest(identity))
         if stats.remaining > 0:
             return None
-        # reset_time is in this host's seconds whatever clock timed the window (notify.redis_window).
-        return max(1, math.ceil(stats.reset_time - time.time()))
+        return max(1, math.ceil(seconds_until_reset(stats)))
 
     def add(self, identity: str) -> None:
         # Past the limit a failure is not counted again: the window already refuses until its
@@ -89,6 +88,15 @@ class FailureCount:
         # Keyed digest: keys (visible to anyone listing Redis) carry no address or user name,
         # and an IPv4 address cannot be recovered by hashing all 2^32 of them.
         return salted_hmac(f"ratelimit.{self.scope}", identity).hexdigest()[:32]
+
+
+def seconds_until_reset(stats: WindowStats) -> float:
+    """How long until the window's oldest count leaves it (a Retry-After), never negative.
+
+    ``reset_time`` is in this host's wall-clock seconds whatever clock timed the window: Redis's
+    is translated into them (``notify.redis_window``), the monotonic clock's too (``InProcessWindow``).
+    """
+    return max(0.0, float(stats.reset_time) - time.time())
 
 
 def _limiter() -> "Limiter":

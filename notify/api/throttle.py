@@ -14,7 +14,6 @@ a history as long as the limit.
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -28,7 +27,7 @@ from redis import RedisError
 from notify.models import ServiceToken
 from notify.once import OncePerProcess
 from notify.pause import Pause
-from notify.ratelimit import FailureCount, limiter_for, rate_item
+from notify.ratelimit import FailureCount, limiter_for, rate_item, seconds_until_reset
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
 log = logging.getLogger("notify.api")
@@ -66,7 +65,7 @@ class PerService(BaseThrottle):
         stats = counted("service", lambda: limiter.get_window_stats(item, NAMESPACE, service), otherwise=None)
         if stats is None:  # the count just refused this request: wait a whole period
             return float(item.get_expiry())
-        return max(0.0, float(stats.reset_time) - time.time())
+        return seconds_until_reset(stats)
 
 
 T = TypeVar("T")

@@ -5,30 +5,25 @@ holds whatever the asking host's clock says, the window being timed by Redis's."
 import multiprocessing
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit
+from datetime import timedelta
 
 import pytest
-import time_machine
-from django.conf import settings as project_settings
 from django.http import HttpRequest
 from django.test import RequestFactory
 
 from config.env import Rate
 from notify.api.throttle import PerService
 from notify.models import ServiceToken
+from tests.counts import COUNTS_REDIS, host_clock, in_redis
 
-# The suite's own Redis (the broker's server: make test starts one on a port of its own), in the
-# database the tests keep for counts.
-REDIS = urlsplit(project_settings.CELERY_BROKER_URL)._replace(path="/13").geturl()
-pytestmark = pytest.mark.skipif(not REDIS.startswith("redis://"), reason="counts shared in Redis")
+pytestmark = in_redis
 PROCESSES = 4
 ATTEMPTS = 400  # per process: 1,600 in all, against a limit of 1,000
 
 
 @pytest.fixture
 def shared_redis(settings):
-    settings.RATE_LIMIT_STORAGE = REDIS
+    settings.RATE_LIMIT_STORAGE = COUNTS_REDIS
     settings.API_RATE_LIMIT = Rate(1000, 60)
 
 
@@ -91,18 +86,13 @@ def _read_from_the_window(wait: float) -> bool:
     return 60 - SPENT_AGO - 3 <= wait <= 60 - SPENT_AGO + 0.01
 
 
-def _host_clock_moved(by: timedelta) -> "time_machine.travel":
-    # time.time() and datetime.now() of this process only: Redis keeps its own time.
-    return time_machine.travel(datetime.now(UTC) + by, tick=True)
-
-
 def test_a_host_whose_clock_jumped_ahead_still_finds_the_limit_spent(small_limit):
     throttle, request = _spent_limit()
 
     # NTP steps a drifted web host two minutes forward: stamped by its own clock, the three
     # requests counted a moment ago looked two minutes old, out of the window, and it let the
     # service through its whole limit again.
-    with _host_clock_moved(timedelta(minutes=2)):
+    with host_clock(timedelta(minutes=2)):
         assert throttle.allow_request(request) is False
         assert _read_from_the_window(throttle.wait())
 
@@ -112,6 +102,6 @@ def test_a_host_whose_clock_is_behind_is_told_redis_s_retry_after(small_limit):
 
     # Half a minute behind, the host read the oldest counted request as half a minute in its
     # future, and told the service to wait 90 s for a window that ends in 60.
-    with _host_clock_moved(-timedelta(seconds=30)):
+    with host_clock(-timedelta(seconds=30)):
         assert throttle.allow_request(request) is False
         assert _read_from_the_window(throttle.wait())

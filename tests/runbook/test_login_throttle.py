@@ -165,11 +165,20 @@ def test_lifting_needs_an_account_or_an_address(db):
         call_command("unthrottle_login")
 
 
-def test_with_the_counts_store_down_a_login_fails_closed(responder, monkeypatch, caplog):
+@pytest.fixture(params=["refuses", "hangs"])
+def failing_store(request) -> str:
+    """A counts store that is down (nothing listens) or stuck (accepts, never answers)."""
+    if request.param == "refuses":
+        return "redis://127.0.0.1:9/0"
+    return str(request.getfixturevalue("silent_server").url)
+
+
+def test_with_the_counts_store_down_or_stuck_a_login_fails_closed(responder, monkeypatch, caplog, failing_store):
     # The API goes on uncounted when its Redis is down (tests/api/test_rate_limit_store_down.py);
     # a login does not: the throttle guards people's passwords, and a guesser could wait for this.
+    # A stuck Redis is given REDIS_CACHE_TIMEOUT, then refused the same way, not waited on.
     monkeypatch.setattr(ratelimit, "limiter_for", limiter_for)  # the project's own, not the wall clock's window
-    with override_settings(RATE_LIMIT_STORAGE="redis://127.0.0.1:9/0"):
+    with override_settings(RATE_LIMIT_STORAGE=failing_store):
         answer = Client(raise_request_exception=False).post(
             CONSOLE, {"username": "rita", "password": PASSWORD}, REMOTE_ADDR="10.0.0.1"
         )
