@@ -85,16 +85,26 @@ def post(url: str, message: dict[str, Any], within: timedelta) -> None:
 
 
 def retry_after(value: str | None, now: datetime | None = None) -> timedelta | None:
-    """The pause a ``Retry-After`` header asks for (delta-seconds or an HTTP date), at most ``LONGEST_PAUSE``."""
+    """The pause a ``Retry-After`` header asks for (delta-seconds or an HTTP date), at most ``LONGEST_PAUSE``.
+
+    None for a value that is neither. The header is the pager's input: no value of it may raise,
+    since a raise aborts the delivery wave and its pages sent but not yet recorded go out again.
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        pause = timedelta(seconds=int(value))
-    else:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        pause = when - (now or datetime.now(UTC))
-    return min(max(pause, timedelta(0)), LONGEST_PAUSE)
+    if value.isascii() and value.isdigit():  # RFC 9110's delta-seconds: ASCII digits only
+        # Capped while still digits: timedelta cannot hold 10^14 seconds, and int() refuses
+        # a string of over 4,300 digits. Nine digits (31 years) are far past the cap.
+        digits = value.lstrip("0")
+        if len(digits) > 9:
+            return LONGEST_PAUSE
+        return min(timedelta(seconds=int(digits or "0")), LONGEST_PAUSE)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        # "-0000" (RFC 5322: UTC, local zone unknown) parses to a naive time; an HTTP date is UTC.
+        when = when.replace(tzinfo=UTC)
+    return min(max(when - (now or datetime.now(UTC)), timedelta(0)), LONGEST_PAUSE)
