@@ -362,6 +362,14 @@ NOTIFY_SWEEP_INTERVAL = env_float("NOTIFY_SWEEP_INTERVAL", 2.0, minimum=0.1)
 NOTIFY_SWEEP_BATCH = env_int("NOTIFY_SWEEP_BATCH", 500, minimum=1)
 NOTIFY_SWEEP_REDELIVER_AFTER = timedelta(seconds=env_float("NOTIFY_SWEEP_REDELIVER_AFTER", 10.0, minimum=1))
 
+# A step that raises is counted on its event, which backs off before its next step: this long
+# after the first failure in a row, doubling with each, at most NOTIFY_STEP_BACKOFF_MAX (and
+# never past the event's expiry, which needs no rendering and so still happens on time).
+# After NOTIFY_FAILING_AFTER failures in a row the event is failing: paged and shown as such.
+NOTIFY_STEP_BACKOFF = timedelta(seconds=env_float("NOTIFY_STEP_BACKOFF", 5.0, minimum=0.1))
+NOTIFY_STEP_BACKOFF_MAX = timedelta(seconds=env_float("NOTIFY_STEP_BACKOFF_MAX", 120.0, minimum=0.1))
+NOTIFY_FAILING_AFTER = env_int("NOTIFY_FAILING_AFTER", 3, minimum=1)
+
 # Paging on an exhausted action budget (reset_delivery_deadline_at_risk). The evaluator runs
 # this often; pages go to a PagerDuty Events v2 compatible endpoint, one routing key per region
 # ("US=key,EU=key"). A region in page mode without a key keeps its pages queued, not lost.

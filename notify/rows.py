@@ -46,7 +46,8 @@ WHERE e.id = %s
 # messages are worded for.
 # ``{source}``: the table, or the event a statement has just taken.
 _STEP_READ = f"""
-SELECT {{now}}, {_EVENT_COLUMNS}, e.wake_at, v.ciphertext, e.id, c.provider_ref, e.locale, e.time_zone
+SELECT {{now}}, {_EVENT_COLUMNS}, e.wake_at, v.ciphertext, e.id, c.provider_ref, e.locale, e.time_zone,
+       e.step_failures
 FROM {{source}} e LEFT JOIN notify_claim c ON c.event_id = e.id LEFT JOIN notify_vaultentry v ON v.event_id = e.id
 {{where}}
 """
@@ -103,6 +104,7 @@ class StepRead:
     sealed: bytes | None  # the vault's ciphertext (None once retention purged it)
     provider_refs: Mapping[Channel, str]  # the provider's id of each claim's message, once known
     audience: Audience  # the locale and time zone the messages are worded for
+    step_failures: int  # steps that raised in a row (``record_step_failure``)
 
 
 def read_for_step(event_id: str) -> StepRead:
@@ -119,7 +121,9 @@ def _step_read(event_id: str, rows: list[tuple[Any, ...]]) -> StepRead:
     sealed = None if first[14] is None else bytes(first[14])
     refs = {Channel(row[10]): row[16] for row in rows if row[10] is not None and row[16]}
     audience = Audience(locale=str(first[17]), time_zone=str(first[18]))
-    return StepRead(str(first[15]), loaded, parse_database_time(first[0]), _aware(first[13]), sealed, refs, audience)
+    return StepRead(
+        str(first[15]), loaded, parse_database_time(first[0]), _aware(first[13]), sealed, refs, audience, first[19]
+    )
 
 
 def _loaded(event_id: str, rows: list[tuple[Any, ...]]) -> Loaded:
@@ -594,6 +598,43 @@ def release_lease(event_id: str, token: int, *, wake_up: tuple[datetime, datetim
         row = cursor.fetchone()
     # A pending wake-up due exactly then reads as new: one spare wake-up, which finds nothing due.
     return row is not None and _aware(row[0]) == at
+
+
+def record_step_failure(event_id: str, token: int, *, error: str, retry_at: datetime, now: datetime) -> datetime | None:
+    """Count a step that raised on its event, hold its next action back to ``retry_at``, give the lease back.
+
+    The schedule is pushed back, not left due: a due event with a free lease is the most urgent
+    at every turn (``take_most_urgent``), so a step that raises at once would take every turn,
+    whichever event the turn was for. A later schedule ``decide`` stored stays; an event with
+    none (terminal) keeps none. Fenced by the lease's ``token``: a holder taken over writes
+    nothing. Returns the wake-up recorded for ``retry_at``, as ``release_lease`` does (None:
+    none to send).
+    """
+    sql = (
+        "UPDATE notify_event SET step_failures = step_failures + 1, step_error = %s,"
+        " next_action_at = CASE WHEN next_action_at IS NULL OR next_action_at > %s THEN next_action_at ELSE %s END,"
+        " lease_owner = '', lease_expires_at = NULL,"
+        f" wake_at = CASE WHEN next_action_at IS NOT NULL AND {_WAKE_UP_NEEDED} THEN %s ELSE wake_at END"
+        " WHERE id = %s AND lease_token = %s RETURNING wake_at"
+    )
+    retry = _param(retry_at)
+    with _cursor() as cursor:
+        cursor.execute(sql, [error[:200], retry, retry, _param(now), retry, retry, event_id, token])
+        row = cursor.fetchone()
+    return retry_at if row is not None and _aware(row[0]) == retry_at else None
+
+
+def clear_step_failures(event_id: str, token: int) -> None:
+    """Set the event's failures in a row back to none after a step that completed, under its lease ``token``.
+
+    After the lease went back with the step's last write: the token is bumped only by a take-over,
+    so a step taken over since (whose count is its own) is left alone.
+    """
+    with _cursor() as cursor:
+        cursor.execute(
+            "UPDATE notify_event SET step_failures = 0, step_error = '' WHERE id = %s AND lease_token = %s",
+            [event_id, token],
+        )
 
 
 @dataclass(frozen=True)

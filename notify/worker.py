@@ -9,11 +9,13 @@ wake-up. A duplicate or early wake-up finds the lease held or nothing due: a no-
 
 import logging
 import time
+import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 
 from notify import machine, messages, rows, tallies, transitions, vault
@@ -140,6 +142,7 @@ def _leased_step(
     done: list[NextAction] = []
     outcome = "done"
     wake_after: timedelta | None = None
+    failure: Exception | None = None
     try:
         for _ in range(max_actions):
             decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
@@ -165,9 +168,17 @@ def _leased_step(
     except Ended:
         # Whoever moved the event on schedules what follows; a re-check now costs one no-op.
         outcome, decision, wake_after = "ended", machine.NO_ACTION, timedelta(0)
+    except (OperationalError, InterfaceError):
+        raise  # the database failed the worker, not the event: the lease runs out, the sweeper goes on
+    except Exception as error:
+        # A fact about this event (a sealed entry that will not open, a template this worker
+        # cannot render), not about the worker: contained on the event, not raised to the task.
+        outcome, decision, failure = "failed", machine.NO_ACTION, error
     finally:
         handed = step.handed_back
-        if handed is None:
+        if failure is not None:
+            wake_at, wake_after = _back_off(read, lease, failure, clock.now())
+        elif handed is None:
             # The lease goes back with the next wake-up recorded on the event, in one statement.
             wake_up = None if wake_after is None else (now + wake_after, now)
             recorded = transitions.release_lease(event_id, lease, wake_up=wake_up)
@@ -178,6 +189,8 @@ def _leased_step(
             # The step's last write gave the lease back and recorded the wake-up (``transitions.HandBack``).
             wake_at = handed.wake_at
             wake_after = None if handed.wake_at is None else max(handed.wake_at - now, timedelta(0))
+        if failure is None and read.step_failures:
+            rows.clear_step_failures(event_id, lease.token)  # it completes again
     log.info(
         "step",
         extra={
@@ -192,6 +205,43 @@ def _leased_step(
         },
     )
     return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after, wake_at)
+
+
+def step_backoff(failures: int) -> timedelta:
+    """How long an event waits after ``failures`` steps in a row raised: doubling from
+    NOTIFY_STEP_BACKOFF, at most NOTIFY_STEP_BACKOFF_MAX."""
+    first: timedelta = settings.NOTIFY_STEP_BACKOFF
+    longest: timedelta = settings.NOTIFY_STEP_BACKOFF_MAX
+    return min(longest, first * 2 ** min(failures - 1, 20))
+
+
+def _back_off(
+    read: rows.StepRead, lease: Lease, error: Exception, now: datetime
+) -> tuple[datetime | None, timedelta | None]:
+    """Count a step that raised on its event and hold the event back; return the wake-up to send.
+
+    Held back at most until its expiry: expiring needs no sealed entry and no template, so a
+    poisoned event still ends on time, and its page resolves.
+    """
+    failures = read.step_failures + 1
+    retry_at = min(now + step_backoff(failures), read.loaded.event.expires_at)
+    # The class and where it was raised, never the message: a message may quote personal data.
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    log.error(
+        "step_failed",
+        extra={
+            "event_id": read.event_id,
+            "error": type(error).__name__,
+            "where": f"{where.filename}:{where.lineno} in {where.name}",
+            "failures": failures,
+            "retry_at": retry_at.isoformat(),
+        },
+    )
+    wake_at = rows.record_step_failure(
+        read.event_id, lease.token, error=type(error).__name__, retry_at=retry_at, now=now
+    )
+    tallies.add_for_event(tallies.STEP_FAILURES, read.event_id)
+    return wake_at, None if wake_at is None else max(retry_at - now, timedelta(0))
 
 
 # Outcomes worth a counter of their own in /metrics (by channel).

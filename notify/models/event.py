@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from ulid import ULID
 
@@ -8,6 +9,12 @@ from policies.models import PolicyVersion
 def new_event_id() -> str:
     """Return an opaque, time-ordered event id; never derived from personal data."""
     return f"evt_{ULID()}"
+
+
+class EventQuerySet(models.QuerySet["Event"]):
+    def failing(self) -> "EventQuerySet":
+        """Open events whose steps raised NOTIFY_FAILING_AFTER times in a row: one bad row, paged."""
+        return self.filter(step_failures__gte=settings.NOTIFY_FAILING_AFTER, act_by__isnull=False)
 
 
 class Event(models.Model):
@@ -72,6 +79,15 @@ class Event(models.Model):
         default=0, help_text="Fencing token: bumped on every lease take-over; a stale holder cannot write."
     )
 
+    # Steps that raised in a row (a sealed entry that will not open, a template that will not
+    # render): the event backs off and, past NOTIFY_FAILING_AFTER, is failing. A step that
+    # completes sets it back to 0. ``step_error`` names the last error's class and where it
+    # was raised, never its message (which may quote personal data).
+    step_failures = models.PositiveSmallIntegerField(default=0, db_default=0)
+    step_error = models.CharField(max_length=200, blank=True, default="", db_default="")
+
+    objects = EventQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["service", "client_key"], name="event_service_client_key_unique"),
@@ -103,6 +119,8 @@ class Event(models.Model):
             # Consumer: SMS recovery where bodies are redacted (worker._neighbours): our other
             # messages to the same destination, sent around the same time.
             models.Index(fields=["sms_recipient_ref", "created_at"], name="event_recipient_idx"),
+            # Consumers: the evaluator's failing events and the failing gauge in /metrics; few rows.
+            models.Index(fields=["act_by"], name="event_step_failures_idx", condition=models.Q(step_failures__gt=0)),
         ]
 
     def __str__(self) -> str:
