@@ -212,7 +212,7 @@ def step_backoff(failures: int) -> timedelta:
     NOTIFY_STEP_BACKOFF, at most NOTIFY_STEP_BACKOFF_MAX."""
     first: timedelta = settings.NOTIFY_STEP_BACKOFF
     longest: timedelta = settings.NOTIFY_STEP_BACKOFF_MAX
-    return min(longest, first * 2 ** min(failures - 1, 20))
+    return min(longest, first * (1 << min(failures - 1, 20)))
 
 
 def _back_off(
