@@ -17,7 +17,7 @@ from django.db import connection
 
 from notify.transports.base import EmailTransport, Neighbours, Receipt, SmsMessage, SmsTransport
 from notify.transports.smtp_email import SmtpEmail
-from notify.transports.twilio_client import make_client
+from notify.transports.twilio_client import make_client, request_bound
 from notify.transports.twilio_sms import TwilioSms
 
 P = ParamSpec("P")
@@ -66,15 +66,16 @@ class Transports:
 
 
 def call_bound(channel: str) -> timedelta:
-    """Return the longest one provider call on ``channel`` can take.
+    """Return the longest one provider call on ``channel`` can take: the deadline its transport enforces.
 
-    An email send has one overall deadline (``EMAIL_SEND_DEADLINE``, enforced by the
-    transport). The Twilio client's timeout applies per connect and per read: a request
-    is a connect and one small response, so two timeouts; a slower answer than that is
-    settled by lookup, which a takeover also does, never by a resubmit.
+    Each call has one deadline over the whole exchange (name lookup, connect, TLS and every
+    read), cut there whatever the peer does: an SMS call's is ``request_bound`` of the Twilio
+    client's timeout (a connect and one small answer), an email send's ``EMAIL_SEND_DEADLINE``.
+    A call cut at its deadline after its request went out is settled by lookup (SMS) or
+    recorded as an unknown outcome (email), never resubmitted blind.
     """
     if channel == "sms":
-        return timedelta(seconds=2 * settings.TWILIO_TIMEOUT)
+        return request_bound(settings.TWILIO_TIMEOUT)
     return timedelta(seconds=settings.EMAIL_SEND_DEADLINE)
 
 

@@ -77,6 +77,9 @@ class Neighbours:
 
 
 class SmsTransport(Protocol):
+    # Every call ends within one deadline over its whole exchange (``call_bound("sms")``):
+    # past it the connection is cut and the call raises, typed by whether the request went out.
+    #
     # How long after a submit began its message may still be missing from the provider's
     # list (the provider may go on processing a request our client gave up on). A lookup's
     # "not found" proves absence only for a submit that began at least this long ago, plus
@@ -106,8 +109,8 @@ class EmailTransport(Protocol):
     def send(self, message: EmailMessage, *, within: timedelta) -> Receipt:
         """Hand ``message`` to the mail server; return its acceptance or raise a ``TransportError``.
 
-        The whole exchange (name lookup, connection, TLS, every command and reply) ends
-        within ``within``: past it the connection is cut, and the outcome is unknown only
+        The whole exchange (name lookup, connection, greeting, TLS, every command and reply)
+        ends within ``within``: past it the connection is cut, and the outcome is unknown only
         if the message's final dot had been sent.
         """
         ...

@@ -24,7 +24,12 @@ class DeadlinePassed(TimeoutError):
 class Deadline:
     def __init__(self, within: timedelta) -> None:
         self._ends = time.monotonic() + within.total_seconds()
+        # Guards the watched list against the watchdog's thread: a socket watched after the
+        # cut is cut at once, and none is cut once watching has stopped.
+        self._lock = threading.Lock()
+        self._watched: list[Callable[[], socket.socket | None]] = []
         self._watchdog: threading.Timer | None = None
+        self._cut = self._stopped = False
 
     def remaining(self) -> float:
         return self._ends - time.monotonic()
@@ -59,24 +64,45 @@ class Deadline:
         # getaddrinfo takes no timeout: run it in a thread that may be left behind.
         threading.Thread(target=look_up, name="deadline-lookup", daemon=True).start()
         if not done.wait(self.clip(None)):
-            raise DeadlinePassed("name lookup of the relay took longer than the deadline")
+            raise DeadlinePassed("name lookup took longer than the deadline")
         if failed:
             raise failed[0]
         return found[0]
 
     def watch(self, current_socket: Callable[[], socket.socket | None]) -> None:
-        """At the deadline, shut down whatever socket ``current_socket`` returns then (TLS may replace it)."""
+        """At the deadline, shut down whatever socket ``current_socket`` returns then (TLS may replace it).
 
-        def cut() -> None:
-            sock = current_socket()
-            if sock is not None:
-                with contextlib.suppress(OSError):  # already closed: nothing to cut
-                    sock.shutdown(socket.SHUT_RDWR)
-
-        self._watchdog = threading.Timer(max(self.remaining(), 0), cut)
-        self._watchdog.daemon = True
-        self._watchdog.start()
+        Watch each connection as soon as it has a socket, before its first read (a greeting
+        dribbled line by line is as slow as any other reply), and a kept connection again
+        under each new deadline.
+        """
+        with self._lock:
+            if self._stopped:
+                return
+            self._watched.append(current_socket)
+            if self._cut:  # the deadline passed before this connection was watched
+                _shut(current_socket)
+            elif self._watchdog is None:
+                self._watchdog = threading.Timer(max(self.remaining(), 0), self._cut_all)
+                self._watchdog.daemon = True
+                self._watchdog.start()
 
     def stop_watching(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        with self._lock:
+            self._stopped = True
+            self._watched.clear()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+
+    def _cut_all(self) -> None:
+        with self._lock:
+            self._cut = True
+            for current_socket in self._watched:
+                _shut(current_socket)
+
+
+def _shut(current_socket: Callable[[], socket.socket | None]) -> None:
+    sock = current_socket()
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed: nothing to cut
+            sock.shutdown(socket.SHUT_RDWR)

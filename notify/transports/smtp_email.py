@@ -52,6 +52,12 @@ class _DeadlineSMTP(smtplib.SMTP):
         self.final_dot_sent = False
         super().__init__(*args, **kwargs)
 
+    def connect(self, host: str = "localhost", port: int = 0, source_address: Any = None) -> tuple[int, bytes]:
+        # Watched from before the socket exists: the greeting, however many lines it dribbles,
+        # is cut at the deadline like every later reply.
+        self.deadline.watch(lambda: self.sock)
+        return super().connect(host, port, source_address)
+
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
         # The relay's name is looked up here, under the deadline; TLS still checks the name.
         address = self.deadline.resolve(host, port)
@@ -88,6 +94,7 @@ class _DeadlineBackend(EmailBackend):
         if not isinstance(connection, _DeadlineSMTP):
             return False
         self.deadline = connection.deadline = deadline
+        deadline.watch(lambda: connection.sock)  # the NOOP's reply too, however slowly it comes
         connection.final_dot_sent = False
         patience = connection.timeout
         connection.timeout = min(KEPT_CHECK_SECONDS, deadline.remaining() * KEPT_CHECK_SHARE)
@@ -121,19 +128,21 @@ class SmtpEmail:
         self._kept = threading.local()
 
     def send(self, message: EmailMessage, *, within: timedelta) -> Receipt:
+        # The deadline starts before anything else: the check of a kept connection, or the
+        # connection, its greeting, EHLO, STARTTLS and AUTH, then the message, all inside it.
+        # The connection is watched by its client (``_DeadlineSMTP``), cut whichever step it is in.
         deadline = Deadline(within)
-        backend = self._backend(deadline)
-        # The watchdog cuts the connection at the deadline, whichever step it is in.
-        deadline.watch(lambda: backend.connection.sock if backend.connection is not None else None)
+        backend: _DeadlineBackend | None = None
         sent = False
         try:
+            backend = self._backend(deadline)
             receipt = self._send(backend, message)
             sent = True
             return receipt
         finally:
             deadline.stop_watching()
             self._kept.backend = backend if sent else None
-            if not sent:
+            if backend is not None and not sent:
                 _close(backend)
 
     def _backend(self, deadline: Deadline) -> _DeadlineBackend:
