@@ -76,6 +76,19 @@ class FailureCount:
         # oldest failure leaves it, and counting more would not make that sooner or later.
         _limiter().hit(self._item(), self.scope, self._digest(identity))
 
+    def take(self, identity: str) -> bool:
+        """Count an attempt by ``identity`` if its window has room for it; False, counting nothing, if not.
+
+        One atomic step (the window's ``hit``), so that attempts counted before they are judged
+        cannot exceed the limit however many run at once: asked first and counted after the
+        check, every concurrent attempt found the same room.
+        """
+        return _limiter().hit(self._item(), self.scope, self._digest(identity))
+
+    def give_back(self, identity: str) -> None:
+        """Uncount one attempt ``take`` counted for ``identity`` (it turned out not to be a failure)."""
+        _limiter().give_back(self._item(), self.scope, self._digest(identity))
+
     def clear(self, identity: str) -> None:
         """Forget ``identity``'s counted failures (an operator lifting a lock-out)."""
         _limiter().clear(self._item(), self.scope, self._digest(identity))
@@ -114,15 +127,32 @@ def limiter_for(storage: str) -> "Limiter":
     # Timed by Redis's clock, not this host's: the hosts asking it need not agree on the time.
     timeouts: dict[str, Any] = settings.REDIS_CACHE_OPTIONS
     counts = ServerClockRedisStorage(storage, wrap_exceptions=True, **timeouts)
-    return MovingWindowRateLimiter(counts)
+    return RedisWindow(counts)
 
 
 class Limiter(Protocol):
     def hit(self, item: RateLimitItem, *identifiers: str, cost: int = 1) -> bool: ...
 
+    def give_back(self, item: RateLimitItem, *identifiers: str) -> None:
+        """Uncount the newest request counted (a ``hit`` that turned out not to count).
+
+        The newest, not necessarily the caller's own: what the window judges by is how many it
+        holds, and a request counted while the caller's was being judged, kept in its place, is
+        older by at most that while: it leaves the window that much early, never late.
+        """
+
     def get_window_stats(self, item: RateLimitItem, *identifiers: str) -> WindowStats: ...
 
     def clear(self, item: RateLimitItem, *identifiers: str) -> None: ...
+
+
+class RedisWindow(MovingWindowRateLimiter):
+    """``limits``' moving window over ``ServerClockRedisStorage``, which can also uncount a request."""
+
+    storage: ServerClockRedisStorage
+
+    def give_back(self, item: RateLimitItem, *identifiers: str) -> None:
+        self.storage.remove_newest_entry(item.key_for(*identifiers))
 
 
 class InProcessWindow:
@@ -176,6 +206,15 @@ class InProcessWindow:
             left = item.amount - len(counted)
         # WindowStats tells the reset in wall-clock seconds, as limits does (PerService.wait reads it so).
         return WindowStats(time.time() + (oldest + item.get_expiry() - now), left)
+
+    def give_back(self, item: RateLimitItem, *identifiers: str) -> None:
+        key = item.key_for(*identifiers)
+        with self._lock:
+            _, counted = self._counted.get(key, (0.0, deque()))
+            if counted:
+                counted.pop()
+            if not counted:
+                self._counted.pop(key, None)
 
     def clear(self, item: RateLimitItem, *identifiers: str) -> None:
         with self._lock:

@@ -13,8 +13,11 @@ but for where the time comes from.
 """
 
 import time
+from typing import cast
 
+from limits.errors import StorageError
 from limits.storage import RedisStorage
+from redis import Redis
 
 # Before the first write: Redis before 5 replicates a script as its text, and refuses a
 # write after a command whose answer differs on a replica (TIME) unless told to replicate
@@ -97,6 +100,17 @@ class ServerClockRedisStorage(RedisStorage):
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         return bool(self.lua_acquire_by_server_clock([self.prefixed_key(key)], [limit, expiry, amount]))
+
+    def remove_newest_entry(self, key: str) -> None:
+        """Uncount the newest request counted under ``key``: the head of its list, newest first."""
+        try:
+            # limits types its connection by the few commands it uses itself; it is redis-py's client.
+            cast(Redis, self.get_connection()).lpop(self.prefixed_key(key))
+        except self.base_exceptions as error:
+            # Wrapped as limits wraps its own methods' errors (RedisStorage's wrap_exceptions).
+            if self.wrap_exceptions:
+                raise StorageError(error) from error
+            raise
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """The window's oldest counted request, in this host's seconds, and how many it counts."""

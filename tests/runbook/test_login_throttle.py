@@ -2,10 +2,12 @@
 
 import io
 import re
+import threading
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_login_failed
 from django.core.management import CommandError, call_command
@@ -15,7 +17,10 @@ from limits.errors import StorageError
 from config.env import Rate
 from notify import ratelimit
 from notify.ratelimit import limiter_for
+from runbook.logins import BY_ACCOUNT, BY_CLIENT, account_key
+from tests.concurrency import race
 from tests.conftest import T0
+from tests.counts import COUNTS_REDIS, in_redis
 
 CONSOLE = "/accounts/login/"
 ADMIN = "/admin/login/"
@@ -187,3 +192,91 @@ def test_with_the_counts_store_down_or_stuck_a_login_fails_closed(responder, mon
     # Refused by the store's failure, not by anything else a login could raise.
     assert any(record.exc_info and record.exc_info[0] is StorageError for record in caplog.records)
     assert "_auth_user_id" not in answer.wsgi_request.session
+
+
+def test_successful_logins_leave_the_address_its_whole_limit(responder):
+    for _ in range(5):
+        assert log_in("rita", PASSWORD, "10.0.0.1").status_code == 302
+
+    for _ in range(2):
+        log_in("rita", "wrong", "10.0.0.1")
+
+    assert log_in("rita", PASSWORD, "10.0.0.1").status_code == 302
+
+
+class PasswordChecks:
+    """The password checks of ``attempts`` concurrent logins, each held until every attempt has
+    either reached its check or been answered without one: the widest the race can open."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+        self.checked = 0
+        self._unchecked = 0
+        self._changed = threading.Condition()
+        self._in_check = threading.local()
+
+    def hold(self) -> None:
+        self._in_check.reached = True
+        with self._changed:
+            self.checked += 1
+            self._changed.notify_all()
+            # The timeout only keeps a broken test from hanging the suite; nothing is asserted on it.
+            self._changed.wait_for(lambda: self.checked + self._unchecked == self.attempts, timeout=120)
+
+    def answered(self) -> None:
+        """One attempt is answered: counted here if its password was never checked."""
+        if not getattr(self._in_check, "reached", False):
+            with self._changed:
+                self._unchecked += 1
+                self._changed.notify_all()
+
+
+class HeldModelBackend(ModelBackend):
+    """Django's own password check (as AUTHENTICATION_BACKENDS), counted and held by ``checks``."""
+
+    checks: PasswordChecks  # on the class: Django makes a backend afresh for every login
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        self.checks.hold()
+        return super().authenticate(request, username, password, **kwargs)
+
+
+@pytest.fixture
+def held_checks(settings, monkeypatch) -> PasswordChecks:
+    checks = PasswordChecks(attempts=40)
+    monkeypatch.setattr(HeldModelBackend, "checks", checks, raising=False)
+    settings.AUTHENTICATION_BACKENDS = [f"{__name__}.HeldModelBackend"]
+    return checks
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=in_redis)])
+def counts(request, monkeypatch, settings) -> None:
+    """Where the attempts are counted: this process's memory (the autouse wall-clock window) or Redis."""
+    if request.param == "redis":
+        monkeypatch.setattr(ratelimit, "limiter_for", limiter_for)
+        settings.RATE_LIMIT_STORAGE = COUNTS_REDIS
+
+
+@pytest.mark.parametrize(
+    ("addresses", "limit"),
+    [(1, 3), (40, 5)],  # the client's limit from one address, the account's from forty
+    ids=["one-address", "many-addresses"],
+)
+def test_concurrent_wrong_passwords_reach_the_password_check_no_more_than_the_limit(
+    transactional_db, responder, counts, held_checks, addresses, limit
+):
+    sources = [f"10.0.3.{n % addresses}" for n in range(held_checks.attempts)]
+    for address in set(sources):  # Redis keeps counts from earlier runs
+        BY_CLIENT.clear(address)
+    BY_ACCOUNT.clear(account_key("rita"))
+
+    def attempt(n):
+        try:
+            return log_in("rita", "wrong", sources[n]).status_code
+        finally:
+            held_checks.answered()
+
+    answers = race(attempt, count=held_checks.attempts)
+
+    assert held_checks.checked == limit
+    assert sorted(answers) == [200] * limit + [429] * (held_checks.attempts - limit)
