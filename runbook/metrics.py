@@ -57,6 +57,7 @@ COUNTERS = [
         ("effect",),
     ),
     (tallies.PAGE_DELIVERY_FAILURES, "Page messages the pager did not accept (each is retried).", ("action",)),
+    (tallies.STEP_FAILURES, "Worker steps that raised, counted on their event, which backs off.", ()),
     (
         tallies.MESSAGES,
         "Messages the providers accepted, by channel and the policy's template set they were worded from "
@@ -87,7 +88,13 @@ class DeliveryCollector(Collector):
     def describe(self) -> Iterator[Metric]:
         """The metric names, without touching the database (the registry asks at registration)."""
         yield GaugeMetricFamily(f"{PREFIX}_metrics_database_up", "")
-        for name in ("open_events", "oldest_state_age_seconds", "smallest_budget_seconds", "events_at_risk"):
+        for name in (
+            "open_events",
+            "oldest_state_age_seconds",
+            "smallest_budget_seconds",
+            "events_at_risk",
+            "failing_events",
+        ):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
         yield GaugeMetricFamily(f"{PREFIX}_overdue_events", "")
         yield GaugeMetricFamily(f"{PREFIX}_schedule_lag_seconds", "")
@@ -120,6 +127,7 @@ class DeliveryCollector(Collector):
     def _collect(self, now: datetime) -> Iterator[Metric]:
         yield from _open_event_gauges(now)
         yield _at_risk(now)
+        yield _failing()
         yield _overdue(now)
         yield from _schedule_lag(now)
         yield _clock_offsets(now)
@@ -163,6 +171,17 @@ def _at_risk(now: datetime) -> Metric:
     )
     for row in risk.pageable_events(now).values("region", "policy__alert_mode").annotate(n=Count("*")).order_by():
         gauge.add_metric([row["region"], row["policy__alert_mode"]], row["n"])
+    return gauge
+
+
+def _failing() -> Metric:
+    gauge = GaugeMetricFamily(
+        f"{PREFIX}_failing_events",
+        "Open events whose worker step raised NOTIFY_FAILING_AFTER times in a row or more.",
+        labels=["region"],
+    )
+    for row in Event.objects.failing().values("region").annotate(n=Count("*")).order_by():  # event_step_failures_idx
+        gauge.add_metric([row["region"]], row["n"])
     return gauge
 
 

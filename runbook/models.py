@@ -51,8 +51,14 @@ class PageMode(models.TextChoices):
     PAGE = "page", "paged"
 
 
+class PageReason(models.TextChoices):
+    AT_RISK = "at_risk", "its action budget fell within the page margin"
+    STEP_FAILING = "step_failing", "its worker step raises, again and again"
+
+
 class Page(models.Model):
-    """An event whose action budget fell within its policy's page margin while a step remained.
+    """An event whose action budget fell within its policy's page margin while a step remained,
+    or whose worker step kept raising (``PageReason``).
 
     At most one per event (the one-to-one key is the dedup: two evaluators racing insert
     one row). In ``observe`` mode it is only a record for threshold review; in ``page`` mode
@@ -63,6 +69,11 @@ class Page(models.Model):
     event = models.OneToOneField("notify.Event", on_delete=models.CASCADE, related_name="page")
     region = models.CharField(max_length=8)
     mode = models.CharField(max_length=8, choices=PageMode.choices)
+    # Why it opened: the budget, or a step that keeps raising (a bad row, not a slow provider),
+    # whichever came first; one page per event either way.
+    reason = models.CharField(
+        max_length=16, choices=PageReason.choices, default=PageReason.AT_RISK, db_default="at_risk"
+    )
     opened_at = models.DateTimeField()
     # The event as it was when it went at risk, for review: what was left, and for what.
     state = models.CharField(max_length=20)

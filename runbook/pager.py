@@ -33,12 +33,13 @@ from django.urls import reverse
 from notify import tallies
 from notify.clock import Clock, current_clock
 from runbook import pager_client, pager_quota, risk
-from runbook.models import Page
+from runbook.models import Page, PageReason
 from runbook.pager_client import PagerError
 
 log = logging.getLogger("runbook.pager")
 
 SUMMARY = "reset_delivery_deadline_at_risk"
+FAILING_SUMMARY = "reset_delivery_step_failing"
 BATCH = 50
 FIRST_RETRY = timedelta(seconds=2)
 TRIGGER, RESOLVE = "trigger", "resolve"
@@ -265,24 +266,36 @@ def message(
     next_action = now_true.next_action if now_true else page.next_action
     budget = now_true.budget_seconds(now) if now_true and now else page.budget_seconds
     link = console_link(page.event_id)
+    details = {
+        "event_id": page.event_id,
+        "region": page.region,
+        "state": state,
+        "next_action": next_action,
+        "remaining_budget_seconds": round(budget, 1),
+        "console": link,
+        "runbook": f"{link}#runbook",
+    }
+    if page.reason == PageReason.STEP_FAILING:
+        error = page.event.step_error or "an error"
+        kind = FAILING_SUMMARY
+        summary = f"{kind}: {page.region} {state}, its step raises {error}"
+        details["look_at"] = (
+            f"the worker's step for this event raises {error}: the step_failed log lines for this event id "
+            "say where; the event backs off and still expires on time"
+        )
+    else:
+        kind = SUMMARY
+        summary = f"{kind}: {page.region} {state}, {budget:.0f}s of action budget left"
     return body | {
         "payload": {
-            "summary": f"{SUMMARY}: {page.region} {state}, {budget:.0f}s of action budget left",
+            "summary": summary,
             "source": "reset-delivery",
             "severity": "critical",
             "timestamp": page.opened_at.isoformat(),
             "component": "reset-delivery",
             "group": page.region,
-            "class": SUMMARY,
-            "custom_details": {
-                "event_id": page.event_id,
-                "region": page.region,
-                "state": state,
-                "next_action": next_action,
-                "remaining_budget_seconds": round(budget, 1),
-                "console": link,
-                "runbook": f"{link}#runbook",
-            },
+            "class": kind,
+            "custom_details": details,
         },
         "links": [{"href": link, "text": "Open the event in the on-call console"}],
         "client": "reset-delivery console",

@@ -3,7 +3,9 @@
 An event is at risk when its action budget (``act_by - now``) is within its policy's
 page margin; it is pageable only while a step remains that someone could still take
 (non-terminal, not yet past its expiry, next action not "expire"). A terminal SMS
-failure with plenty of budget left is not at risk: the fallback is routine.
+failure with plenty of budget left is not at risk: the fallback is routine. An event whose
+worker step keeps raising (``Event.objects.failing``) is paged too, whatever its budget: it
+will not move until someone looks at it.
 """
 
 from collections import defaultdict
@@ -12,13 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from django.conf import settings
 from django.db.models import Case, DateTimeField, ExpressionWrapper, F, Max, Q, QuerySet, Value, When
 
 from notify import machine
 from notify.models import Claim, Event
 from notify.states import Channel, NextAction
 from policies.models import AlertMode, PolicyVersion
-from runbook.models import Page, PageMode
+from runbook.models import Page, PageMode, PageReason
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,14 @@ def pageable_events(now: datetime) -> QuerySet[Event]:
 
 
 def evaluate(now: datetime) -> Evaluation:
-    """Open a page for each newly at-risk, pageable event, and resolve pages whose event ended.
+    """Open a page for each newly at-risk or failing, pageable event, and resolve pages whose event ended.
 
     Safe to run concurrently: the page's one-to-one key on the event makes a second
     insert for the same event a no-op, so two evaluators open one page between them.
     """
-    candidates = list(at_risk_events(now).filter(page__isnull=True).select_related("policy"))
+    at_risk = at_risk_events(now).filter(page__isnull=True).select_related("policy")
+    failing = Event.objects.failing().filter(page__isnull=True).select_related("policy")  # event_step_failures_idx
+    candidates = list({event.pk: event for event in [*failing, *at_risk]}.values())
     decided = decide_now(candidates, now)
     opened = not_pageable = 0
     for event in candidates:
@@ -113,6 +118,7 @@ def evaluate(now: datetime) -> Evaluation:
             not_pageable += 1
             continue
         mode = PageMode.PAGE if event.policy.alert_mode == AlertMode.PAGE else PageMode.OBSERVE
+        failing_now = event.step_failures >= settings.NOTIFY_FAILING_AFTER
         # get_or_create inserts, and on the unique key's IntegrityError (another evaluator's
         # insert won) returns that row: one page per event, whoever got there first.
         _, created = Page.objects.get_or_create(
@@ -120,6 +126,7 @@ def evaluate(now: datetime) -> Evaluation:
             defaults={
                 "region": event.region,
                 "mode": mode,
+                "reason": PageReason.STEP_FAILING if failing_now else PageReason.AT_RISK,
                 "opened_at": now,
                 "state": event.state,
                 "next_action": now_true.next_action,

@@ -45,6 +45,7 @@ class Situation(StrEnum):
     EMAIL_IN_FLIGHT = "email-in-flight"
     POSSIBLE_DUPLICATE_EMAIL = "possible-duplicate-email"
     PROVIDER_REFUSES_CREDENTIALS = "provider-refuses-credentials"
+    STEP_FAILING = "step-failing"
     ON_TRACK = "on-track"
     DONE = "done"
 
@@ -96,6 +97,10 @@ class EventStatus:
     allowed_transition: str
     situation: Situation
     last_observation: Observation | None
+
+    @property
+    def failing(self) -> bool:
+        return failing(self.event)
 
     @property
     def schedule_is_stale(self) -> bool:
@@ -174,6 +179,11 @@ def describe(
     )
 
 
+def failing(event: Event) -> bool:
+    """Whether the event's worker step raised often enough in a row to be failing (``Event.objects.failing``)."""
+    return event.act_by is not None and event.step_failures >= settings.NOTIFY_FAILING_AFTER
+
+
 def lease_live(event: Event, now: datetime) -> bool:
     """Whether the event's lease holder still holds it: a dead worker's name is no owner."""
     return bool(event.lease_owner) and event.lease_expires_at is not None and event.lease_expires_at > now
@@ -222,6 +232,10 @@ def _situation(
     last = last_observation.normalized if last_observation is not None else None
     if terminal:
         return Situation.DONE
+    # Ahead of the rest: whatever else holds, the step will not move until someone fixes
+    # what makes it raise (it backs off, so it is neither stuck nor taken).
+    if failing(event):
+        return Situation.STEP_FAILING
     if owner.stuck:
         return Situation.STUCK_WORKER
     # Ahead of fallback-due: only an operator's fix ends a refusal of our credentials, and it

@@ -43,6 +43,7 @@ class Row:
     timing: status.Timing
     follow_up: bool
     owner_live: bool  # status.lease_live
+    failing: bool  # status.failing
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
         listed.order_by("act_by", "id")
         .only(
             "id", "region", "state", "state_entered_at", "next_action", "next_action_at", "act_by",
-            "lease_owner", "lease_expires_at", "policy_id",
+            "lease_owner", "lease_expires_at", "policy_id", "step_failures",
         )
         [offset : offset + PAGE_SIZE]
     )  # fmt: skip
@@ -145,7 +146,7 @@ def _behind(now: datetime) -> timedelta | None:
 
 def _row(event: Event, now: datetime, follow_up: bool) -> Row:
     timing = status.timing(event, policy_version(event.policy_id), now)
-    return Row(event, timing, follow_up, status.lease_live(event, now))
+    return Row(event, timing, follow_up, status.lease_live(event, now), status.failing(event))
 
 
 @requires("runbook.view_console")

@@ -41,7 +41,7 @@ def amtool() -> str:
 def test_the_rules_file_is_valid(promtool):
     result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 15 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
 
 
 def test_the_scrape_config_is_valid_and_sends_the_metrics_token_as_a_bearer_credential(promtool, tmp_path):
