@@ -1,4 +1,5 @@
-"""Django admin for policy versions: drafts are edited, everything else is read-only."""
+"""Django admin for policy versions: drafts are edited, approved on a page showing what is approved,
+everything else is read-only; each action that writes is offered only to those with its permission."""
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -6,18 +7,22 @@ from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from policies import lifecycle, sms_check
-from policies.forms import PolicyVersionForm
-from policies.models import CONTENT_FIELDS, PolicyVersion, Status
+from policies.forms import ApprovalForm, PolicyVersionForm
+from policies.models import CONTENT_FIELDS, PolicyVersion, Status, content_digest
 
 LIFECYCLE_FIELDS = (
     "number",
     "status",
     "author",
+    "edited_by",
     "approved_by",
     "approved_at",
     "published_at",
@@ -44,6 +49,7 @@ class PolicyVersionAdmin(_ModelAdmin):
     form = PolicyVersionForm
 
     readonly_fields: ClassVar[tuple[str, ...]] = (*LIFECYCLE_FIELDS, *PREVIEW_FIELDS)
+    approval_form: type[ApprovalForm] = ApprovalForm
 
     def has_change_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         # A version that left DRAFT is shown read-only and an edit is refused (403); the
@@ -52,9 +58,19 @@ class PolicyVersionAdmin(_ModelAdmin):
             return False
         return super().has_change_permission(request, obj)
 
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("policies.approve_policyversion")
+
+    def has_publish_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("policies.publish_policyversion")
+
+    def get_urls(self) -> list[Any]:
+        approve = path("<int:object_id>/approve/", self.admin_site.admin_view(self.approve_view), name="policy_approve")
+        return [approve, *super().get_urls()]
+
     def save_model(self, request: HttpRequest, obj: PolicyVersion, form: Any, change: bool) -> None:
         if change:
-            super().save_model(request, obj, form, change)
+            obj.save(editor=staff_of(request))
         else:
             lifecycle.insert_draft(obj, author=staff_of(request))
         self.drafted(request, obj)
@@ -62,6 +78,13 @@ class PolicyVersionAdmin(_ModelAdmin):
     def drafted(self, request: HttpRequest, draft: PolicyVersion) -> None:
         """A draft was created or its content changed. Nothing more here: the console's admin
         (runbook.policy_admin) asks for the draft's projected effect."""
+
+    @admin.display(description="edited by")
+    def edited_by(self, obj: PolicyVersion) -> str:
+        if obj.pk is None:
+            return ""
+        names = sorted(editor.get_username() for editor in obj.editors.all())
+        return ", ".join(names) or "no one since it was drafted"
 
     @admin.display(description="changes from the previous version")
     def changes_from_previous(self, obj: PolicyVersion) -> str:
@@ -119,19 +142,65 @@ class PolicyVersionAdmin(_ModelAdmin):
             rows,
         )
 
-    @admin.action(description="Create a new draft version from this one")
+    def approve_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Show a draft as it is now and approve exactly that: the form carries the digest of the content shown.
+
+        A refused approval shows the draft as it is now, with the digest of that content.
+        """
+        version = get_object_or_404(PolicyVersion, pk=object_id)
+        if version.status != Status.DRAFT:
+            raise Http404(f"{version} is not a draft")
+        form = self.approval_form(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                done = self.approve_as_shown(request, version, form.cleaned_data)
+            except (lifecycle.PolicyLifecycleError, ValidationError) as error:
+                message = "; ".join(error.messages) if isinstance(error, ValidationError) else str(error)
+                form.add_error("reason" if "reason" in form.fields and "reason" in message else None, message)
+            else:
+                self.message_user(request, done)
+                return HttpResponseRedirect(reverse("admin:policies_policyversion_change", args=[version.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Approve {version}",
+            "version": version,
+            "opts": self.model._meta,
+            "form": form,
+            # One reading of the version renders the page and its digest: the digest is of what is shown.
+            "shown": content_digest(version),
+            "changes": self.changes_from_previous(version),
+            **self.approval_context(version),
+        }
+        return TemplateResponse(request, "admin/policies/policyversion/approve.html", context)
+
+    def approval_context(self, version: PolicyVersion) -> dict[str, Any]:
+        """What the approval page shows beside the content; ``ready`` is whether it can approve."""
+        return {"ready": True}
+
+    def approve_as_shown(self, request: HttpRequest, version: PolicyVersion, data: dict[str, Any]) -> str:
+        """Approve ``version`` if it still has the content shown; return what to tell the approver."""
+        lifecycle.approve(version, approver=staff_of(request), shown=data["shown"], now=timezone.now())
+        return f"{version} approved."
+
+    @admin.action(description="Create a new draft version from this one", permissions=["add"])
     def new_version_from(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
         for source in queryset:
             draft = lifecycle.draft_from(source, author=staff_of(request), reason=f"based on {source}")
             self.drafted(request, draft)
             self.message_user(request, f"Created draft {draft} from {source}.")
 
-    @admin.action(description="Approve the selected drafts")
-    def approve(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
-        user = staff_of(request)
-        self._each(request, queryset, lambda v: lifecycle.approve(v, approver=user, now=timezone.now()), "approved")
+    @admin.action(description="Approve the selected draft…", permissions=["approve"])
+    def approve(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> HttpResponse | None:
+        """Open the selected draft's approval page: a draft is approved as that page shows it."""
+        selected = list(queryset[:2])
+        if len(selected) != 1 or selected[0].status != Status.DRAFT:
+            self.message_user(
+                request, "Select one draft to approve: each is approved as its own page shows it.", messages.ERROR
+            )
+            return None
+        return HttpResponseRedirect(reverse("admin:policy_approve", args=[selected[0].pk]))
 
-    @admin.action(description="Publish the selected approved versions")
+    @admin.action(description="Publish the selected approved versions", permissions=["publish"])
     def publish(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
         user = staff_of(request)
         self._each(request, queryset, lambda v: lifecycle.publish(v, publisher=user, now=timezone.now()), "published")

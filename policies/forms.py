@@ -52,6 +52,14 @@ class PolicyVersionForm(_ModelForm):
     # how locale_templates is edited.
 
 
+class ApprovalForm(forms.Form):
+    """Approve a draft as its approval page showed it: the page's content digest comes back with the form."""
+
+    # Rendered by the page from the same version it shows (the template writes it), never
+    # from the request: a refused approval shows the draft as it is now, with that digest.
+    shown = forms.CharField(max_length=64, widget=forms.HiddenInput)
+
+
 def _in_order(texts: Any) -> Any:
     if not isinstance(texts, dict):
         return texts

@@ -2,7 +2,8 @@
 
 Every step is a compare-and-set on the version's status, so two people acting
 at once cannot both approve, or publish over each other: one wins, the other
-gets a clear error.
+gets a clear error. An approval is of the content the approver was shown (its
+digest), by someone who wrote none of it.
 """
 
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from policies.models import CONTENT_FIELDS, PolicyVersion, Status
+from policies.models import CONTENT_FIELDS, PolicyVersion, Status, content_digest
 
 MAX_NUMBER_RACES = 16
 
@@ -52,28 +53,42 @@ def insert_draft(draft: PolicyVersion, *, author: User | None) -> PolicyVersion:
 
 
 def check_approver(version: PolicyVersion, approver: User) -> None:
-    """Refuse an approver without the permission, or the version's own author."""
+    """Refuse an approver without the permission, or one who wrote any of the version: its author or an editor."""
     if not approver.has_perm("policies.approve_policyversion"):
         raise PolicyLifecycleError("approving a policy version needs the approver permission")
+    rule = "a policy version must be approved by someone other than its author or editors"
     if version.author_id is not None and version.author_id == approver.pk:
-        raise PolicyLifecycleError("a policy version must be approved by someone other than its author")
+        raise PolicyLifecycleError(f"{rule}: you are its author")
+    if version.editors.filter(pk=approver.pk).exists():
+        raise PolicyLifecycleError(f"{rule}: you edited it")
 
 
-def approve(version: PolicyVersion, *, approver: User, now: datetime) -> None:
-    """Record the approval of a draft, as ``version`` shows it, by someone other than its author.
+def check_shown(version: PolicyVersion, shown: str) -> None:
+    """Refuse an approval of content other than ``version``'s: the draft changed since it was shown."""
+    if content_digest(version) != shown:
+        raise PolicyLifecycleError(f"{version} changed since you opened it; review it again")
 
-    ``version`` is the content the approver reviewed: if the draft was edited since,
-    nothing is approved and the approver is asked to review it again.
+
+def approve(version: PolicyVersion, *, approver: User, shown: str, now: datetime) -> None:
+    """Approve the draft whose content has the digest ``shown``: the content its approver was shown.
+
+    Refused, and nothing approved, when the draft changed since it was shown (the approver
+    reviews it again), is no longer a draft, or was written in part by the approver.
     """
-    check_approver(version, approver)
-    version.full_clean()
-    # Approve exactly the content reviewed and validated: an edit that landed since makes this 0 rows.
-    validated = {name: getattr(version, name) for name in CONTENT_FIELDS}
-    approved = PolicyVersion.objects.filter(pk=version.pk, status=Status.DRAFT, **validated).update(
-        status=Status.APPROVED, approved_by=approver, approved_at=now
-    )
-    if approved != 1:
-        raise PolicyLifecycleError(f"{version} changed or is no longer a draft: review it again")
+    with transaction.atomic():
+        # The row stays locked until the approval commits. An edit writes its content and its
+        # editor in one transaction under the same lock (PolicyVersion.save): either it committed
+        # first and is seen here, or it waits and then finds the version approved and refuses.
+        # Checking without the lock would let an edit land between the check and the approval.
+        current = PolicyVersion.objects.select_for_update().filter(pk=version.pk, status=Status.DRAFT).first()
+        if current is None:
+            raise PolicyLifecycleError(f"{version} is no longer a draft: there is nothing left to approve")
+        check_approver(current, approver)
+        check_shown(current, shown)
+        current.full_clean()
+        PolicyVersion.objects.filter(pk=current.pk).update(
+            status=Status.APPROVED, approved_by=approver, approved_at=now
+        )
     version.refresh_from_db()
 
 

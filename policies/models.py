@@ -1,20 +1,27 @@
 """Versioned regional delivery policies.
 
 A policy version holds every rule the delivery code reads for one region. It is
-drafted, approved by someone other than its author, and published; from then on
-it is immutable (a change is a new version). Events store the version they were
-created under, so a later version never changes how an event in flight is handled.
+drafted, approved as it was shown by someone who wrote none of it (neither its
+author nor any editor), and published; from then on it is immutable (a change is a
+new version). Events store the version they were created under, so a later version
+never changes how an event in flight is handled.
 There is no ``if region == ...`` anywhere: regions differ only by these records.
 """
 
+import hashlib
+import json
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 
 from policies import sms_check
 from policies.checks import channel_errors
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 DURATION_FIELDS = (
     "poll_interval",
@@ -103,6 +110,13 @@ class PolicyVersion(models.Model):
     reason = models.TextField(blank=True, help_text="Why this version exists: what changed and why.")
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    editors = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        related_name="+",
+        blank=True,
+        editable=False,
+        help_text="Everyone who changed the draft's content after it was drafted; none of them may approve it.",
     )
     approved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -207,20 +221,33 @@ class PolicyVersion(models.Model):
     def __str__(self) -> str:
         return f"{self.region} v{self.number}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
-        """Insert a new version, or change a draft; a version that left DRAFT is immutable.
+    def save(self, *args: object, editor: "User | None" = None, **kwargs: object) -> None:
+        """Insert a new version, or change a draft as ``editor``; a version that left DRAFT is immutable.
 
-        Changing an existing row is a compare-and-set on its status, so an edit can
-        never land after the approval; approval in turn compares the content it
-        reviewed, so what is approved is exactly what the approver saw.
+        A change of content records its editor, who may then not approve it (a change of
+        the reason alone is no change of what the version decides). The change and its
+        editor commit together under the row's lock, which approval takes too
+        (``lifecycle.approve``): an edit never lands after the approval, and an approval
+        sees either neither or both.
         """
         self.settle_segment_limit()
         if self._state.adding:
             super().save(*args, **kwargs)  # type: ignore[arg-type]
             return
-        content = {name: getattr(self, name) for name in (*CONTENT_FIELDS, "reason")}
-        if type(self).objects.filter(pk=self.pk, status=Status.DRAFT).update(**content) != 1:
-            raise ValidationError(f"{self} is {self.status}: a policy version is immutable once approved")
+        with transaction.atomic():
+            # Locked until the edit commits: an approval deciding at this moment waits, then
+            # finds the new content and its editor; an edit waiting on an approval finds the
+            # version no longer a draft.
+            stored = type(self).objects.select_for_update().filter(pk=self.pk, status=Status.DRAFT).first()
+            if stored is None:
+                raise ValidationError(f"{self} is no longer a draft: a policy version is immutable once approved")
+            if content_digest(stored) != content_digest(self):
+                if editor is None:
+                    raise ValidationError(f"a change to {self}'s content must name its editor, who may not approve it")
+                self.editors.add(editor)
+            type(self).objects.filter(pk=self.pk).update(
+                **{name: getattr(self, name) for name in (*CONTENT_FIELDS, "reason")}
+            )
 
     def settle_segment_limit(self) -> None:
         """ "1 where the link fits, else 2": where no limit was set, the one the templates earn."""
@@ -267,3 +294,11 @@ class PolicyVersion(models.Model):
     @property
     def uses_email(self) -> bool:
         return self.channel_plan != ChannelPlan.SMS_ONLY
+
+
+def content_digest(version: PolicyVersion) -> str:
+    """Return the SHA-256 of everything ``version`` decides: an approval and a projection are of exactly this."""
+    content = {name: getattr(version, name) for name in CONTENT_FIELDS}
+    # Sorted at every level: a JSON field (locale_templates) reads back from the database in
+    # its own key order, and the same content must hash the same wherever it was read.
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()

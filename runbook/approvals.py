@@ -13,14 +13,17 @@ from runbook.models import PolicyApproval
 EVIDENCE_FIELDS = ("compared_with", "window_start", "window_end", "records", "generated", "figures", "broken_targets")
 
 
-def approve(version: PolicyVersion, *, approver: User, now: datetime, reason: str = "") -> PolicyApproval:
-    """Approve ``version`` as the approver saw it, with the figures of its projection.
+def approve(version: PolicyVersion, *, approver: User, shown: str, now: datetime, reason: str = "") -> PolicyApproval:
+    """Approve ``version`` as the approver was shown it (``shown``: its content digest), with its projection's figures.
 
-    Refused without a projection of the current content (none yet, or the draft changed
-    since: it is asked for again), and, for a draft that breaks the region's targets,
+    Refused when the draft changed since it was shown, without a projection of the content
+    shown (none yet: it is asked for), and, for a draft that breaks the region's targets,
     without a written reason.
     """
-    lifecycle.check_approver(version, approver)  # before anything else: who may approve at all
+    # Before anything else: who may approve at all, and whether this is still what they saw
+    # (lifecycle.approve checks both again under the row's lock).
+    lifecycle.check_approver(version, approver)
+    lifecycle.check_shown(version, shown)
     known = projections.state_of(version)
     if not known.current or known.projection is None:
         projections.request(version, now)
@@ -35,14 +38,14 @@ def approve(version: PolicyVersion, *, approver: User, now: datetime, reason: st
             "approving it needs a written reason"
         )
     with transaction.atomic():
-        # Approves exactly the content ``version`` holds (a compare-and-set), which is the
-        # content the projection describes: the figures kept are those of what was approved.
-        lifecycle.approve(version, approver=approver, now=now)
+        # Approves only the content shown, which is the content the projection describes (its
+        # hash is the same digest): the figures kept are those of what was approved.
+        lifecycle.approve(version, approver=approver, shown=shown, now=now)
         return PolicyApproval.objects.create(
             policy=version,
             approver=approver,
             approved_at=now,
-            content_hash=projection.content_hash,
+            content_hash=shown,
             reason=reason.strip(),
             **{name: getattr(projection, name) for name in EVIDENCE_FIELDS},
         )

@@ -13,7 +13,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -21,12 +20,13 @@ from django.utils.safestring import SafeString
 
 from policies import lifecycle
 from policies.admin import LIFECYCLE_FIELDS, PREVIEW_FIELDS, PolicyVersionAdmin, staff_of
+from policies.forms import ApprovalForm
 from policies.models import AlertMode, PolicyVersion, Status
 from runbook import approvals, projections
 from runbook.models import PolicyApproval, Projection, Recommendation
 
 
-class ApprovalForm(forms.Form):
+class EvidencedApprovalForm(ApprovalForm):
     reason = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
@@ -37,6 +37,7 @@ class ApprovalForm(forms.Form):
 class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
     readonly_fields = (*LIFECYCLE_FIELDS, *PREVIEW_FIELDS, "projected_effect", "approval_evidence")
     actions = ("new_version_from", "draft_from_recommendation", "approve", "publish")
+    approval_form = EvidencedApprovalForm
 
     def drafted(self, request: HttpRequest, draft: PolicyVersion) -> None:
         projections.request(draft, timezone.now())
@@ -56,7 +57,6 @@ class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
 
     def get_urls(self) -> list[Any]:
         own = [
-            path("<int:object_id>/approve/", self.admin_site.admin_view(self.approve_view), name="policy_approve"),
             path(
                 "<int:object_id>/projection.png",
                 self.admin_site.admin_view(self.projection_png),
@@ -106,32 +106,25 @@ class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
             return format_html("{}", "not approved yet" if obj.status == Status.DRAFT else "no recorded evidence")
         return _evidence_table(approval)
 
-    def approve_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
-        version = get_object_or_404(PolicyVersion, pk=object_id)
-        if version.status != Status.DRAFT:
-            raise Http404(f"{version} is not a draft")
-        form = ApprovalForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            try:
-                approvals.approve(
-                    version, approver=staff_of(request), now=timezone.now(), reason=form.cleaned_data["reason"]
-                )
-            except lifecycle.PolicyLifecycleError as error:
-                form.add_error("reason" if "reason" in str(error) else None, str(error))
-            else:
-                self.message_user(request, f"{version} approved, with the figures of its projection.")
-                return HttpResponseRedirect(reverse("admin:policies_policyversion_change", args=[version.pk]))
+    def approval_context(self, version: PolicyVersion) -> dict[str, Any]:
         known = projections.state_of(version)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Approve {version}",
-            "version": version,
-            "opts": self.model._meta,
-            "form": form,
-            "projection": _projection_table(known.projection, version) if known.current else None,
-            "broken": known.projection.broken_targets if known.current and known.projection else [],
+        projection = known.projection
+        if not known.current or projection is None:
+            # As on the draft's page: a projection of the content shown is asked for, and the
+            # page says it is on its way; approval waits for it.
+            projections.request(version, timezone.now())
+            return {"ready": False}
+        return {
+            "ready": True,
+            "projection": _projection_table(projection, version),
+            "broken": projection.broken_targets,
         }
-        return TemplateResponse(request, "admin/policies/policyversion/approve.html", context)
+
+    def approve_as_shown(self, request: HttpRequest, version: PolicyVersion, data: dict[str, Any]) -> str:
+        approvals.approve(
+            version, approver=staff_of(request), shown=data["shown"], now=timezone.now(), reason=data["reason"]
+        )
+        return f"{version} approved, with the figures of its projection."
 
     def projection_png(self, request: HttpRequest, object_id: int) -> HttpResponse:
         if not self.has_view_permission(request):
@@ -156,16 +149,7 @@ class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
         self.message_user(request, f"Created draft {draft}, paging; it needs approval like any other.")
         return HttpResponseRedirect(reverse("admin:policies_policyversion_change", args=[draft.pk]))
 
-    @admin.action(description="Approve the selected drafts")
-    def approve(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
-        user = staff_of(request)
-
-        def step(version: PolicyVersion) -> None:
-            approvals.approve(version, approver=user, now=timezone.now())
-
-        self._each(request, queryset, step, "approved, with the figures of its projection")
-
-    @admin.action(description="Create a draft from the region's latest recommendation")
+    @admin.action(description="Create a draft from the region's latest recommendation", permissions=["add"])
     def draft_from_recommendation(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
         for source in queryset:
             recommended = Recommendation.objects.filter(region=source.region).order_by("-created_at").first()

@@ -7,8 +7,6 @@ the observation retention; where that is too thin, a seeded generated set is rep
 and the projection says so. The figures are replay's own (``replay.report.Counts``).
 """
 
-import hashlib
-import json
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ from django.db import transaction
 from kombu.exceptions import OperationalError
 
 from notify import broker
-from policies.models import CONTENT_FIELDS, PolicyVersion
+from policies.models import PolicyVersion, content_digest
 from runbook.models import Projection
 from runbook.replay import generate, report
 from runbook.replay.export import export
@@ -45,14 +43,6 @@ FIGURES = {
     "claim_remaining_p95_s": "lifetime left at the claim, p95 (s)",
     "sms_segments_per_reset": "SMS segments per reset",
 }
-
-
-def content_hash(policy: PolicyVersion) -> str:
-    """A digest of everything the version decides: a projection describes exactly this content."""
-    content = {name: getattr(policy, name) for name in CONTENT_FIELDS}
-    # Sorted at every level: a JSON field (locale_templates) reads back from the database in
-    # its own key order, and the same content must hash the same wherever it was read.
-    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def targets(region: str) -> list[Target]:
@@ -80,7 +70,7 @@ class State:
 
 def state_of(policy: PolicyVersion) -> State:
     projection = Projection.objects.filter(policy=policy).first()
-    digest = content_hash(policy)
+    digest = content_digest(policy)
     if projection is None:
         return State(None, current=False, pending=False)
     current = projection.content_hash == digest
@@ -89,7 +79,7 @@ def state_of(policy: PolicyVersion) -> State:
 
 def request(policy: PolicyVersion, now: datetime) -> None:
     """Ask for a projection of the version as it is now, unless one is computed or on its way."""
-    digest = content_hash(policy)
+    digest = content_digest(policy)
     known = state_of(policy)
     if known.current or known.pending:
         return
@@ -118,7 +108,7 @@ def compute(policy_id: int, now: datetime) -> Projection | None:
     policy = PolicyVersion.objects.filter(pk=policy_id).first()
     if policy is None:
         return None
-    digest = content_hash(policy)
+    digest = content_digest(policy)
     published = PolicyVersion.objects.active_for(policy.region)
     compared = [("published", published)] if published is not None and published.pk != policy.pk else []
     window = _window(policy, published)

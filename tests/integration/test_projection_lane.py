@@ -4,6 +4,7 @@ import pytest
 
 from notify.clock import system_clock
 from policies import lifecycle
+from policies.models import content_digest
 from runbook import projections
 from runbook.models import Projection
 from tests.factories import PolicyVersionFactory
@@ -20,7 +21,7 @@ def test_a_saved_draft_is_projected_by_the_projections_lane(start_worker, broker
     projections.request(draft, system_clock.now())  # committed at once here: the task is sent
 
     def done() -> Projection | None:
-        return Projection.objects.filter(policy=draft, content_hash=projections.content_hash(draft)).first()
+        return Projection.objects.filter(policy=draft, content_hash=content_digest(draft)).first()
 
     projection = wait_for(done, timeout=60, message="the projections lane to compute the draft's projection")
     assert (projection.records, projection.generated, projection.compared_with) == (300, True, str(published))

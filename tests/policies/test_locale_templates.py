@@ -256,6 +256,7 @@ def test_an_over_long_draft_is_refused_at_approval_with_the_reason(db):
     from django.contrib.auth.models import Permission, User
 
     from policies import lifecycle
+    from policies.models import content_digest
     from tests.conftest import T0
 
     published = PolicyVersionFactory.create(sms_max_segments=1, reset_url_max_length=60)
@@ -265,6 +266,6 @@ def test_an_over_long_draft_is_refused_at_approval_with_the_reason(db):
     draft = lifecycle.draft_from(published, author=author, reason="Greek", changes={"locale_templates": GREEK})
 
     with pytest.raises(ValidationError, match=r"locale el: the SMS is UCS-2.*2 segments.*over the limit of 1"):
-        lifecycle.approve(draft, approver=approver, now=T0)
+        lifecycle.approve(draft, approver=approver, shown=content_digest(draft), now=T0)
     draft.refresh_from_db()
     assert draft.status == "draft"

@@ -8,11 +8,12 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from notify.states import State
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Status, content_digest
 from runbook import projections
 from runbook.models import Page, PageMode, PolicyApproval, Projection, Recommendation
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import run_until_settled, scripted_event
+from tests.policies.admin_client import approve_url, form_of, shown_on
 
 CHANGELIST = reverse("admin:policies_policyversion_changelist")
 
@@ -50,10 +51,16 @@ def draft_of(client, author: User, source: PolicyVersion, **changes) -> PolicyVe
     client.post(CHANGELIST, {"action": "new_version_from", "_selected_action": [source.pk]})
     draft = PolicyVersion.objects.get(region=source.region, status=Status.DRAFT)
     if changes:
-        for name, value in changes.items():
-            setattr(draft, name, value)
-        draft.save()
-        projections.request(draft, draft.created_at)  # as the admin's save does
+        edit(draft, author, **changes)
+    return draft
+
+
+def edit(draft: PolicyVersion, editor: User, **changes) -> PolicyVersion:
+    """Change the draft as ``editor`` does in the admin: saved, and its projection asked for."""
+    for name, value in changes.items():
+        setattr(draft, name, value)
+    draft.save(editor=editor)
+    projections.request(draft, draft.created_at)  # as the admin's save does
     return draft
 
 
@@ -74,7 +81,7 @@ def test_a_saved_draft_asks_for_its_projection_and_shows_it_beside_the_published
     draft = draft_of(client, author, policy, sms_budget=timedelta(seconds=90))
     waiting = client.get(change_url(draft)).content.decode()
     projection = Projection.objects.get(policy=draft)
-    assert projection.requested_hash == projections.content_hash(draft)
+    assert projection.requested_hash == content_digest(draft)
     assert "Computing the projected effect" in waiting
 
     computed(draft)
@@ -132,13 +139,12 @@ def test_the_window_never_reaches_past_the_observation_retention(client, author,
 def test_a_draft_changed_since_its_projection_says_so_and_is_recomputed(client, author, policy):
     draft = draft_of(client, author, policy)
     computed(draft)
-    draft.sms_budget = timedelta(seconds=75)
-    draft.save()
+    edit(draft, author, sms_budget=timedelta(seconds=75))
 
     page = client.get(change_url(draft)).content.decode()
 
     assert "Stale: the draft changed since this projection was computed" in page
-    assert Projection.objects.get(policy=draft).requested_hash == projections.content_hash(draft)
+    assert Projection.objects.get(policy=draft).requested_hash == content_digest(draft)
     computed(draft)
     assert "Stale" not in client.get(change_url(draft)).content.decode()
 
@@ -149,14 +155,16 @@ def test_approval_needs_a_projection_of_the_current_draft_and_keeps_its_figures(
 
     refused = client.post(CHANGELIST, {"action": "approve", "_selected_action": [draft.pk]}, follow=True)
     assert "has no projection of its current content yet" in refused.content.decode()
+    assert shown_on(refused) == ""  # nothing to approve on that page
     projection = computed(draft)
-    approved = client.post(reverse("admin:policy_approve", args=[draft.pk]), {"reason": ""}, follow=True)
+    opened = client.get(approve_url(draft))
+    approved = client.post(approve_url(draft), {"shown": shown_on(opened), "reason": ""}, follow=True)
 
     draft.refresh_from_db()
     assert draft.status == Status.APPROVED
     kept = PolicyApproval.objects.get(policy=draft)
     assert (kept.approver, kept.figures, kept.records) == (approver, projection.figures, 300)
-    assert kept.content_hash == projections.content_hash(draft)
+    assert kept.content_hash == content_digest(draft)
     assert "approved, with the figures of its projection" in approved.content.decode()
     history = client.get(reverse("admin:policies_policyversion_history", args=[draft.pk])).content.decode()
     assert "Approved on this evidence" in history
@@ -174,14 +182,14 @@ def test_a_draft_breaking_the_region_s_targets_is_marked_and_approved_only_with_
     assert "Breaks the region's targets: extra_messages &lt;= 0" in client.get(change_url(draft)).content.decode()
 
     by_action = client.post(CHANGELIST, {"action": "approve", "_selected_action": [draft.pk]}, follow=True)
-    without = client.post(reverse("admin:policy_approve", args=[draft.pk]), {"reason": "  "})
+    without = client.post(approve_url(draft), {"shown": shown_on(by_action), "reason": "  "})
     draft.refresh_from_db()
     assert draft.status == Status.DRAFT
-    assert "approving it needs a written reason" in by_action.content.decode()
+    assert "Approving it needs a written reason" in by_action.content.decode()
     assert "approving it needs a written reason" in without.content.decode()
 
     reason = "one extra SMS per thousand is worth the faster email in the EU outage"
-    client.post(reverse("admin:policy_approve", args=[draft.pk]), {"reason": reason})
+    client.post(approve_url(draft), {"shown": shown_on(without), "reason": reason})
 
     draft.refresh_from_db()
     assert draft.status == Status.APPROVED
@@ -190,17 +198,47 @@ def test_a_draft_breaking_the_region_s_targets_is_marked_and_approved_only_with_
     assert reason in client.get(reverse("admin:policies_policyversion_history", args=[draft.pk])).content.decode()
 
 
-def test_an_approval_of_content_edited_after_the_projection_is_refused(client, author, approver, policy):
-    draft = draft_of(client, author, policy)
+def test_the_approval_page_shows_the_changes_and_carries_the_digest_of_that_content(client, author, approver, policy):
+    draft = draft_of(client, author, policy, sms_budget=timedelta(seconds=90))
     computed(draft)
-    reviewed = PolicyVersion.objects.get(pk=draft.pk)
-    draft.sms_budget = timedelta(seconds=80)
-    draft.save()  # an edit lands after the approver loaded the page
     client.force_login(approver)
 
-    page = client.post(reverse("admin:policy_approve", args=[reviewed.pk]), {"reason": ""}).content.decode()
+    page = client.get(approve_url(draft))
 
-    assert "no projection of its current content yet" in page
+    assert shown_on(page) == content_digest(draft)
+    html = page.content.decode()
+    assert "sms_budget" in html
+    assert "0:01:30" in html  # the draft's value, beside the published one
+    assert f"this draft ({draft})" in html  # and its projection
+
+
+def test_an_edit_after_the_approver_opened_the_page_is_not_approved_unseen(client, author, approver, policy):
+    draft = draft_of(client, author, policy)
+    computed(draft)
+    client.force_login(approver)
+    opened = client.get(approve_url(draft))  # the approver reads the page
+    edit(draft, author, sms_budget=timedelta(seconds=80))  # the author edits meanwhile
+    computed(draft)  # and the projections lane is quick
+
+    page = client.post(approve_url(draft), {"shown": shown_on(opened), "reason": ""})
+
+    assert "changed since you opened it; review it again" in page.content.decode()
+    assert shown_on(page) == content_digest(PolicyVersion.objects.get(pk=draft.pk))  # the page now shows the edit
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+    assert not PolicyApproval.objects.exists()
+
+
+def test_someone_who_edited_a_colleague_s_draft_cannot_approve_it(client, author, approver, policy):
+    draft = draft_of(client, author, policy)
+    client.force_login(approver)
+    client.post(change_url(draft), {**form_of(draft), "sms_budget": "00:00:45"})  # the approver rewrites it
+    draft.refresh_from_db()
+    assert draft.sms_budget == timedelta(seconds=45)
+    computed(draft)
+
+    page = client.post(approve_url(draft), {"shown": shown_on(client.get(approve_url(draft))), "reason": "fine"})
+
+    assert "someone other than its author or editors: you edited it" in page.content.decode()
     assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
     assert not PolicyApproval.objects.exists()
 
@@ -218,7 +256,7 @@ def test_a_draft_is_created_from_the_region_s_latest_recommendation(client, auth
     assert draft.sms_budget == timedelta(seconds=95)
     assert draft.fallback_reserve == policy.fallback_reserve
     assert "replay recommends sms_budget=95" in draft.reason
-    assert Projection.objects.get(policy=draft).requested_hash == projections.content_hash(draft)
+    assert Projection.objects.get(policy=draft).requested_hash == content_digest(draft)
 
 
 def test_pages_splits_would_have_paged_events_and_drafts_a_paging_version(client, author, policy, clock):
