@@ -96,8 +96,15 @@ NOTIFY_SMS_LOOKUP_DELAY = timedelta(seconds=env_float("NOTIFY_SMS_LOOKUP_DELAY",
 # fallback deadline it sends the email rather than a second SMS.
 TWILIO_PROCESSING_HORIZON = timedelta(seconds=env_float("TWILIO_PROCESSING_HORIZON", 60.0, minimum=0))
 # Twilio's phone number redaction (an account setting) masks the destination in every API
-# answer: recovery lookups can then find a message but never prove one absent.
+# answer: recovery lookups can then find a message by its body, but never prove one absent.
 TWILIO_PHONE_REDACTION = env_bool("TWILIO_PHONE_REDACTION", default=False)
+# The SMS senders (as the policies name them: numbers, messaging service SIDs, sender IDs) that
+# no one but this deployment sends from: no other product, account or service. Where the
+# provider keeps no body, a recovery lookup takes a listed message to be ours only if it came
+# from one of these (and phone numbers are not redacted); from any other sender it proves
+# nothing, and the event is settled by our status callback or by the email at D. Checked at
+# start-up (``notify.checks``).
+TWILIO_EXCLUSIVE_SENDERS = env_list("TWILIO_EXCLUSIVE_SENDERS")
 # Taken off every lease, so the holder's last write lands before anyone may take over.
 NOTIFY_LEASE_MARGIN = timedelta(seconds=env_float("NOTIFY_LEASE_MARGIN", 5.0, minimum=0))
 # The name this host's clock offset is reported under in /metrics (default: the host name).

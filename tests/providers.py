@@ -14,8 +14,14 @@ from simulator.process import RunningSimulator
 SIMULATOR_PROCESSING_HORIZON = timedelta(seconds=5)
 
 
-def simulated_transports(simulator: RunningSimulator, settings) -> Transports:
-    """The real adapters (twilio client, Django SMTP backend) pointed at the simulator."""
+def simulated_transports(
+    simulator: RunningSimulator, settings, *, exclusive_senders: frozenset[str] = frozenset()
+) -> Transports:
+    """The real adapters (twilio client, Django SMTP backend) pointed at the simulator.
+
+    ``exclusive_senders``: the senders the deployment declares no one else sends from
+    (``TWILIO_EXCLUSIVE_SENDERS``); none by default, as in a deployment that declares none.
+    """
     # pytest-django swaps in the in-memory backend for every test; these talk real SMTP.
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST = "127.0.0.1"
@@ -25,5 +31,5 @@ def simulated_transports(simulator: RunningSimulator, settings) -> Transports:
     client = make_client(
         settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN, api_base=simulator.base_url, timeout=5
     )
-    sms = TwilioSms(client, absence_horizon=SIMULATOR_PROCESSING_HORIZON)
+    sms = TwilioSms(client, absence_horizon=SIMULATOR_PROCESSING_HORIZON, exclusive_senders=exclusive_senders)
     return Transports.guarded(sms, SmtpEmail())

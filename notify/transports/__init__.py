@@ -95,6 +95,9 @@ def configured() -> Transports:
         timeout=settings.TWILIO_TIMEOUT,
     )
     sms = TwilioSms(
-        client, absence_horizon=settings.TWILIO_PROCESSING_HORIZON, phone_redaction=settings.TWILIO_PHONE_REDACTION
+        client,
+        absence_horizon=settings.TWILIO_PROCESSING_HORIZON,
+        phone_redaction=settings.TWILIO_PHONE_REDACTION,
+        exclusive_senders=frozenset(settings.TWILIO_EXCLUSIVE_SENDERS),
     )
     return Transports.guarded(sms, SmtpEmail())

@@ -69,7 +69,8 @@ class Neighbours:
 
     ``sids``: those whose provider id we hold (they are not this event's); ``unidentified``:
     those we may have sent without learning their id. Where bodies are redacted, a listed
-    message can be told to be this event's only when nothing else of ours could be it.
+    message can be told to be this event's only when nothing else of ours could be it, and
+    nothing of anyone else's either (a sender the deployment declares exclusive).
     """
 
     sids: frozenset[str] = frozenset()
@@ -99,8 +100,9 @@ class SmsTransport(Protocol):
 
         ``None`` proves absence only past ``absence_horizon`` (see above). Raises
         ``UnknownOutcome`` when the list cannot tell: the lookup failed, the window holds
-        more than one list page, or redacted bodies leave more than one message that
-        could be this one. The caller must not resubmit then.
+        more than one list page, or a redacted body leaves a message that could be this
+        one or another's (ours, or anyone's from a sender not declared exclusive). The
+        caller must not resubmit then.
         """
         ...
 

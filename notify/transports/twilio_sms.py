@@ -68,13 +68,24 @@ class TwilioSms:
     nothing; where absence cannot be proven before D the email goes instead of a second SMS.
     """
 
-    def __init__(self, client: Client, *, absence_horizon: timedelta, phone_redaction: bool = False) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        absence_horizon: timedelta,
+        phone_redaction: bool = False,
+        exclusive_senders: frozenset[str] = frozenset(),
+    ) -> None:
         self._client = client
         self.absence_horizon = absence_horizon
         # With Twilio's phone number redaction the account's API masks the last digits of
         # every number, so a list filtered by the destination cannot be trusted to be
-        # complete: a lookup can then find a message, never prove one absent.
+        # complete (nor, with no number to read, to be this destination's alone): a lookup
+        # can then find a message by its body, never prove one absent.
         self._phone_redaction = phone_redaction
+        # Senders the deployment declares no one else sends from (TWILIO_EXCLUSIVE_SENDERS):
+        # only from one of these can a message without a body be told to be ours.
+        self._exclusive_senders = exclusive_senders
 
     def submit(self, message: SmsMessage) -> Receipt:
         try:
@@ -123,13 +134,21 @@ class TwilioSms:
         unread = [
             m for m in window if not m.body and _from_sender(m, message.sender) and (m.sid or "") not in neighbours.sids
         ]
-        if len(unread) == 1 and not neighbours.unidentified:
+        if len(unread) == 1 and not neighbours.unidentified and self._proves_ours(message.sender):
             return _receipt(unread[0])
         if unread:
-            raise UnknownOutcome("lookup_ambiguous", f"{len(unread)} redacted messages could be this one")
+            # Presence unproven: taking a stranger's message for ours would leave ours unsent,
+            # and its receipts could mark the event delivered, so no fallback either. The caller
+            # never resubmits on this: our own callback or the fallback at D settles the event.
+            raise UnknownOutcome("lookup_ambiguous", f"{len(unread)} redacted messages could be this one or another's")
         if self._phone_redaction:
             raise UnknownOutcome("lookup_redacted", "phone number redaction: absence cannot be proven")
         return None
+
+    def _proves_ours(self, sender: str) -> bool:
+        """Whether a body-less message from ``sender`` to this destination can only be ours: no one else
+        sends from ``sender``, and the list is this destination's alone (no phone number redaction)."""
+        return sender in self._exclusive_senders and not self._phone_redaction
 
 
 def _from_sender(listed: MessageInstance, sender: str) -> bool:
