@@ -126,25 +126,29 @@ def expiry_change(loaded: rows.Loaded, now: datetime) -> Change | None:
     return _change(State.EXPIRED, Cause.DEADLINE)
 
 
-def not_listed(started_at: datetime, now: datetime, *, proof_after: timedelta, first_wait: timedelta,
-               longest_wait: timedelta) -> ObservationInput:  # fmt: skip
+def not_listed(started_at: datetime, looked_at: datetime, now: datetime, *, proof_after: timedelta,
+               first_wait: timedelta, longest_wait: timedelta) -> ObservationInput:  # fmt: skip
     """What a lookup that did not list the SMS proves, for a submit that began at ``started_at``.
 
-    Absence, once ``proof_after`` (our call's bound and the provider's processing horizon)
-    has passed since the submit began: the claim goes back to claimed and is sent again.
-    Before that, nothing: the provider may still be creating the message, so the claim stays
-    unresolved and is looked up again, at a backoff that grows with the time since the
-    submit, the last look at the moment proof is possible. If that moment lies past the
-    fallback deadline D, ``machine.decide`` claims the email at D instead: never a second SMS.
+    A list shows what the provider had when it was read, as the lookup began (``looked_at``),
+    not when its answer came (``now``): a message created while a slow answer was on its way
+    is not in it. So absence is proven only if ``proof_after`` (our call's bound and the
+    provider's processing horizon) had passed since the submit began when the list was read:
+    the claim goes back to claimed and is sent again. Before that, nothing: the provider may
+    still be creating the message, so the claim stays unresolved and is looked up again, at
+    a backoff that grows with the time since the submit, the last look at the moment proof
+    is possible (at once, if that moment passed while this answer was on its way). If that
+    moment lies past the fallback deadline D, ``machine.decide`` claims the email at D
+    instead: never a second SMS.
     """
     proven_at = started_at + proof_after
-    if now >= proven_at:
+    if looked_at >= proven_at:
         return ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.TRANSIENT_ERROR, "not_found")
     wait = min(longest_wait, max(first_wait, (now - started_at) / 2))
     note = f"absence provable from {proven_at.isoformat(timespec='seconds')}"
     return ObservationInput(
         Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "not_listed_yet", note=note,
-        retry_at=min(proven_at, now + wait),
+        retry_at=max(now, min(proven_at, now + wait)),
     )  # fmt: skip
 
 

@@ -139,6 +139,7 @@ def _leased_step(
     step = _Step(event_id, lease, transports, clock, loaded._replace(lease_token=lease.token), read)
     ttl = loaded.policy.lease_ttl
     renew_after = now + ttl / 2
+    step.lease_until = now + ttl
     done: list[NextAction] = []
     outcome = "done"
     wake_after: timedelta | None = None
@@ -148,12 +149,16 @@ def _leased_step(
             decision = machine.decide(step.known.event, step.known.claims, step.known.policy, now)
             if not machine.due_now(decision, now):
                 break
-            if now >= renew_after:
-                # A step of several actions can outlast the lease; renew it between them so
-                # that no other worker takes over (and recovers) an event still in hand.
-                if not transitions.renew_lease(event_id, lease, at=clock.pinned(), ttl=ttl):
+            needed = _lease_needed(decision.action)
+            if now >= renew_after or step.lease_until - now < needed:
+                # A step of several actions can outlast the lease, and a poll or a lookup can
+                # take its call's whole bound: renew it between actions, and before such a call
+                # for at least that call and the write after it, so that no other worker takes
+                # over (and recovers, or polls again) an event still in hand.
+                held_for = max(ttl, needed)
+                if not transitions.renew_lease(event_id, lease, at=clock.pinned(), ttl=held_for):
                     raise Ended
-                renew_after = now + ttl / 2
+                renew_after, step.lease_until = now + ttl / 2, now + held_for
             done.append(decision.action)
             step.act(decision.action, now)
             now = clock.now()
@@ -205,6 +210,14 @@ def _leased_step(
         },
     )
     return StepReport(event_id, outcome, tuple(done), decision.action, decision.due_at, wake_after, wake_at)
+
+
+def _lease_needed(action: NextAction) -> timedelta:
+    """How much lease a worker must hold before ``action``: a poll's or a lookup's whole call and a
+    margin to record its answer. A submit extends its lease itself, with its intent (``_begin``)."""
+    if action in (NextAction.POLL_SMS, NextAction.RECOVER_SMS):
+        return call_bound(Channel.SMS) + settings.NOTIFY_LEASE_MARGIN
+    return timedelta(0)
 
 
 def step_backoff(failures: int) -> timedelta:
@@ -333,6 +346,8 @@ class _Step:
         self.pending_wake = read.wake_at
         # Set by the write that gave the lease back (``_observe(..., last=True)``).
         self.handed_back: Outcome | None = None
+        # No later than the lease runs out: read on this clock before the statement that set it.
+        self.lease_until = clock.now()
 
     def act(self, action: NextAction, now: datetime) -> None:
         if action == NextAction.EXPIRE:
@@ -394,6 +409,7 @@ class _Step:
         """
         bound = call_bound(channel)
         settle_after = bound + (settings.NOTIFY_SMS_LOOKUP_DELAY if channel == Channel.SMS else timedelta(0))
+        hold = lease_hold(channel, self.known.policy.lease_ttl)
         begun = transitions.begin_submit(
             self.event_id,
             channel,
@@ -401,13 +417,13 @@ class _Step:
             at=self.clock.pinned(),
             lease=self.lease,
             known=self.known,
-            hold=lease_hold(channel, self.known.policy.lease_ttl),
+            hold=hold,
             settle_after=settle_after,
             segments=segments,
         )
         if begun is None:
             raise Ended
-        self.known = begun
+        self.known, self.lease_until = begun, now + hold
 
     def _sms_message(self) -> SmsMessage:
         destinations = self._destinations()
@@ -447,8 +463,12 @@ class _Step:
         """
         claim = _claim(self.event_id, Channel.SMS)
         since = claim.submitted_at or claim.created_at
+        message, neighbours = self._sms_message(), _neighbours(self.event_id, since)
+        # The list is read as the call begins: what it shows, and so what its silence proves,
+        # dates from then, however long the answer takes to come back.
+        looked_at = self.clock.now()
         try:
-            found = self.transports.sms.find(self._sms_message(), since, _neighbours(self.event_id, since))
+            found = self.transports.sms.find(message, since, neighbours)
         except UnknownOutcome as error:
             retry_at = self.clock.now() + self.known.policy.poll_interval
             self._observe(_from_error(Channel.SMS, Source.RECOVERY, error, retry_at))
@@ -459,6 +479,7 @@ class _Step:
             self._observe(
                 transitions.not_listed(
                     started,
+                    looked_at,
                     self.clock.now(),
                     proof_after=proof_after,
                     first_wait=settings.NOTIFY_SMS_LOOKUP_DELAY,

@@ -401,6 +401,7 @@ def _recover_sms(sim: _Sim, now: datetime) -> None:
         return
     not_listed = transitions.not_listed(
         sim.sms_attempt_started_at,
+        now,  # a replayed lookup answers at once: its list is read when its answer comes
         now,
         proof_after=sim.provider.sms_proof_after,
         first_wait=sim.provider.sms_lookup_delay,

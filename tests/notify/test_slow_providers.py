@@ -77,6 +77,52 @@ def test_an_sms_whose_absence_cannot_be_proven_before_d_yields_to_one_email(poli
     assert tally(tallies.LATE_SMS_ACCEPTANCES) == 1
 
 
+class ListedAtTheStart:
+    """Twilio lookups that take ``takes`` seconds (within our call's bound) and list the messages
+    as they were when the call came in. The message still being created is finished half a second
+    after the list was read by the lookup that straddles ``proven_at``, the moment absence becomes
+    provable: legal for a provider (within the horizon), and missing from that lookup's answer."""
+
+    def __init__(self, slow, clock, *, takes, proven_at):
+        self._slow, self._clock, self._takes, self._proven_at = slow, clock, takes, proven_at
+        self.absence_horizon = slow.absence_horizon
+        self.straddled = False
+
+    def submit(self, message):
+        return self._slow.submit(message)
+
+    def fetch(self, provider_ref):
+        return self._slow.fetch(provider_ref)
+
+    def find(self, message, since, neighbours):
+        started = self._clock.now()
+        found = self._slow.find(message, since, neighbours)
+        self._clock.advance(0.5)
+        if started < self._proven_at < started + timedelta(seconds=self._takes):
+            self.straddled = True
+            self._slow.finish_now()
+        self._clock.advance(self._takes - 0.5)
+        return found
+
+
+@pytest.mark.parametrize("takes", [9, 13, 15])
+def test_a_lookup_that_straddles_the_horizon_proves_nothing_it_did_not_see(policy, clock, simulator, transports, takes):
+    event = scripted_event(simulator, clock)
+    horizon = timedelta(seconds=5)
+    # Our submit gives up after 18 s; Twilio creates the message only while the lookup answers.
+    slow = SlowTwilio(transports.sms, clock, accept_after=10_000, timeout=18, horizon=horizon)
+    proven_at = event.created_at + call_bound(Channel.SMS) + horizon
+    lookups = ListedAtTheStart(slow, clock, takes=takes, proven_at=proven_at)
+    assert takes < call_bound(Channel.SMS).total_seconds()
+
+    run_until_settled(event.id, Transports(lookups, transports.email), clock)
+    slow.finish_now()  # whatever Twilio still had in hand is created now
+
+    assert lookups.straddled
+    assert sms_count(simulator, event.id) == 1  # the one created while the lookup was answering
+    assert Claim.objects.get(event=event, channel=Channel.SMS).attempts == 1
+
+
 def return_late_receipt(event, sid):
     assert post_status(Client(), event.id, "delivered", sid=sid).status_code == 204
 
@@ -87,26 +133,27 @@ def tally(name):
 
 @given(
     started=st.integers(min_value=0, max_value=600),
-    elapsed=st.floats(min_value=0, max_value=600),
+    elapsed=st.floats(min_value=20, max_value=600),
+    took=st.floats(min_value=0, max_value=20),
     proof_after=st.integers(min_value=1, max_value=120),
 )
-def test_not_listed_proves_absence_only_past_the_horizon_and_looks_again_no_later_than_it(
-    started, elapsed, proof_after
-):
+def test_not_listed_proves_absence_only_if_the_list_was_read_past_the_horizon(started, elapsed, took, proof_after):
     begun = T0 + timedelta(seconds=started)
     now = begun + timedelta(seconds=elapsed)
     horizon = timedelta(seconds=proof_after)
 
+    looked = now - timedelta(seconds=took)  # the list was read when the lookup began
+
     seen = transitions.not_listed(
-        begun, now, proof_after=horizon, first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
+        begun, looked, now, proof_after=horizon, first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
     )
 
-    if now >= begun + horizon:
+    if looked >= begun + horizon:
         assert seen.normalized == Normalized.TRANSIENT_ERROR  # absent: the claim may be sent again
     else:
         assert seen.normalized == Normalized.UNKNOWN_OUTCOME  # unresolved: never sent again
         assert seen.retry_at is not None
-        assert now < seen.retry_at <= begun + horizon
+        assert now <= seen.retry_at <= max(now, begun + horizon)  # at once if provable by now
         assert seen.retry_at - now <= timedelta(seconds=10)
 
 

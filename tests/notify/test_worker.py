@@ -9,7 +9,7 @@ import pytest
 from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
-from notify.transports import TransactionOpenError, Transports
+from notify.transports import TransactionOpenError, Transports, call_bound
 from policies.models import ChannelPlan
 from tests.factories import PolicyVersionFactory
 from tests.notify.helpers import seconds
@@ -291,6 +291,26 @@ def test_a_call_slower_than_the_lease_ttl_is_not_taken_over(clock, simulator, tr
     assert rival["lease_left"] > seconds(0)
     assert rival["report"].actions == ()
     assert sms_count(simulator, event.id) == 1
+
+
+@pytest.mark.parametrize(("call", "create"), [("fetch", "accept"), ("find", "accept_then_drop")])
+def test_a_poll_or_lookup_slower_than_the_lease_ttl_is_not_taken_over(call, create, clock, simulator, transports):
+    PolicyVersionFactory.create(lease_ttl=seconds(5))
+    event = scripted_event(simulator, clock, create=[create, "accept"])
+    step(event.id, transports, clock)  # the SMS is submitted: polled (accepted) or looked up (answer lost) next
+    clock.advance((Event.objects.get(pk=event.id).next_action_at - clock.now()).total_seconds())
+    bound = call_bound(Channel.SMS).total_seconds()
+    rival = {}
+
+    def slow(name):
+        if name == call:
+            clock.advance(bound - 1)  # longer than the lease TTL, within what one call may take
+            rival["report"] = step(event.id, transports, clock, owner="rival")
+
+    report = step(event.id, Transports(DuringCall(transports.sms, slow), transports.email), clock)
+
+    assert report.actions[0] == (NextAction.POLL_SMS if call == "fetch" else NextAction.RECOVER_SMS)
+    assert rival["report"].outcome == "busy"  # the lease covered the whole call
 
 
 def test_a_submit_left_in_flight_is_not_looked_up_before_the_call_could_have_ended(

@@ -262,7 +262,7 @@ LOST_MID_SEND = ObservationInput(Channel.EMAIL, Source.RECOVERY, Normalized.POSS
 SMS_REFUSED = ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "http_401_20003")
 EMAIL_REFUSED = ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "smtp_535")
 NOT_LISTED_YET = transitions.not_listed(
-    T0, T0, proof_after=timedelta(seconds=70), first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
+    T0, T0, T0, proof_after=timedelta(seconds=70), first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
 )
 LOOKUP_AMBIGUOUS = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "lookup_ambiguous")
 LOOKUP_REDACTED = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "lookup_redacted")
