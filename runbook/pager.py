@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice, zip_longest
 from typing import Any
 
 from django.conf import settings
@@ -101,9 +102,30 @@ def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> De
 
 
 def _due(now: datetime) -> list[tuple[int, str]]:
-    """The due pages with their routing keys, oldest first."""
-    due = Page.objects.filter(next_attempt_at__lte=now).order_by("next_attempt_at").values_list("pk", "region")
-    return [(page_id, _routing_key_of(region)) for page_id, region in due[:BATCH]]
+    """Up to ``BATCH`` due pages with their routing keys: from each key in turn, oldest first within it.
+
+    A key paused by a 429 or out of quota holds back only its own pages, which are not even
+    taken: taken oldest first across every key, eighty pages of a paused key filled each run
+    while another region's trigger waited behind them for as long as the pause lasted.
+    """
+    due = Page.objects.filter(next_attempt_at__lte=now)  # page_outbox_idx
+    regions_of: defaultdict[str, list[str]] = defaultdict(list)
+    for region in due.order_by().values_list("region", flat=True).distinct():
+        regions_of[_routing_key_of(region)].append(region)
+    queues = [
+        [
+            (attempt_at, page_id, routing_key)
+            for attempt_at, page_id in due.filter(region__in=regions)
+            .order_by("next_attempt_at")
+            .values_list("next_attempt_at", "pk")[:BATCH]
+        ]
+        for routing_key, regions in regions_of.items()
+        # "": no routing key; its pages fail at once, spending nothing.
+        if not routing_key or pager_quota.may_send(routing_key, now)
+    ]
+    turns = zip_longest(*sorted(queues))  # the key whose oldest page is oldest goes first
+    in_turn = ((page_id, routing_key) for turn in turns for _, page_id, routing_key in filter(None, turn))
+    return list(islice(in_turn, BATCH))
 
 
 def _waves(pages: list[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:

@@ -51,6 +51,18 @@ def take(routing_key: str, wanted: int, now: datetime) -> int:
     return granted
 
 
+def may_send(routing_key: str, now: datetime) -> bool:
+    """Whether the key has a token to spend now and no pause: read without a lock, so only a hint
+    for which pages to take (``take`` decides what goes)."""
+    quota = PagerQuota.objects.filter(key_digest=digest(routing_key)).first()
+    if quota is None:
+        return True
+    if quota.paused_until is not None and now < quota.paused_until:
+        return False
+    elapsed = max((now - quota.refilled_at).total_seconds(), 0.0)
+    return quota.tokens + elapsed * settings.PAGER_EVENTS_PER_MINUTE / 60 >= 1
+
+
 def pause(routing_key: str, until: datetime) -> None:
     """Send nothing more on this key before ``until`` (the pager answered 429); never shorten a pause."""
     PagerQuota.objects.filter(

@@ -7,7 +7,7 @@ import pytest
 
 from notify import tallies
 from notify.states import Normalized, Source, State
-from runbook import pager, pager_client, risk, tasks
+from runbook import pager, pager_client, pager_quota, risk, tasks
 from runbook.models import Page, PagerQuota
 from tests.factories import PolicyVersionFactory
 from tests.runbook.events import event_in, observe
@@ -143,6 +143,41 @@ def test_a_429_pauses_every_page_of_its_routing_key_for_the_retry_after_it_asked
     clock.advance(10)
     pager.deliver_due(clock)
     assert sorted(pager_receiver.actions()) == sorted(("trigger", event.id) for event in [*us, eu])
+
+
+@pytest.mark.parametrize("held", ["paused", "out_of_quota"])
+def test_pages_of_a_held_back_key_do_not_hold_back_another_keys(held, paging_policy, clock, pager_receiver, settings):
+    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    us = at_risk_pages(clock, pager.BATCH + 30)  # more than one run takes, all ahead of EU's
+    clock.advance(1)
+    eu = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
+    clock.advance(AT_RISK)
+    assert risk.evaluate(clock.now()).opened == 1
+    pager_quota.take("routing-key-us", pager_quota.BURST, clock.now())  # US sent its burst
+    if held == "paused":
+        pager_quota.pause("routing-key-us", clock.now() + timedelta(minutes=10))  # and met a 429
+    else:
+        settings.PAGER_EVENTS_PER_MINUTE = 1
+
+    pager.deliver_due(clock)
+
+    assert pager_receiver.actions() == [("trigger", eu.id)]
+    assert not Page.objects.filter(event__in=us, attempts__gt=0).exists()  # none claimed for nothing
+
+
+def test_due_pages_are_taken_from_each_routing_key_in_turn(paging_policy, clock, pager_receiver):
+    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    at_risk_pages(clock, pager.BATCH)
+    clock.advance(1)
+    for _ in range(3):
+        event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
+    clock.advance(AT_RISK)
+    risk.evaluate(clock.now())
+
+    due = pager._due(clock.now())
+
+    assert len(due) == pager.BATCH
+    assert [key for _, key in due[:6]] == ["routing-key-us", "routing-key-eu"] * 3
 
 
 def test_all_deliverers_together_stay_under_the_pagers_rate_limit(paging_policy, clock, pager_receiver, settings):
