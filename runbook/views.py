@@ -11,7 +11,7 @@ from django.utils.cache import patch_vary_headers
 
 from notify import machine
 from notify.clock import current_clock
-from notify.models import Event
+from notify.models import Event, is_event_id
 from notify.states import Channel, NextAction, State
 from policies.cache import policy_version
 from policies.models import PolicyVersion, Status
@@ -88,7 +88,9 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
     the partial index event_open_act_by_idx, whose size is the open events, not all of them.
     """
     search = request.GET.get("q", "").strip()
-    if search and Event.objects.filter(pk=search).exists():
+    # Only an id shaped as ours is looked up: anything else (a NUL, which PostgreSQL refuses
+    # with an error) finds nothing, and the list says so.
+    if search and is_event_id(search) and Event.objects.filter(pk=search).exists():
         return redirect("runbook:event", event_id=search)
     regions = list(PolicyVersion.objects.order_by("region").values_list("region", flat=True).distinct())
     filters = Filters.of(request, regions)

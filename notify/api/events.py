@@ -15,7 +15,7 @@ from notify.api.errors import error_body
 from notify.api.schemas import ChannelStatus, CreatedEvent, CreateEvent, Error, EventStatus, Service
 from notify.clock import current_clock
 from notify.events import EventRefused, Refusal, ResetRequest, create_event
-from notify.models import Event, Observation, ServiceToken
+from notify.models import Event, Observation, ServiceToken, is_event_id
 from notify.states import Channel, ClaimState, NextAction, State
 
 log = logging.getLogger("notify.api")
@@ -98,6 +98,8 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
 @router.get("/events/{event_id}", response={200: EventStatus, **REFUSED})
 def follow(request: HttpRequest, event_id: str) -> EventStatus:
     """Follow an event: its state, each channel's claim, the next action and the time left for it."""
+    if not is_event_id(event_id):
+        raise Http404  # an id the API never issues: answered as an unknown one, unasked of the database
     event = Event.objects.select_related("policy").filter(pk=event_id, service=_service(request)).first()
     if event is None:
         raise Http404

@@ -1,5 +1,5 @@
 from notify.models.claim import Claim, claim_key
-from notify.models.event import Event, new_event_id
+from notify.models.event import Event, is_event_id, new_event_id
 from notify.models.host_clock import HostClock
 from notify.models.observation import Observation
 from notify.models.service_token import ServiceToken
@@ -18,5 +18,6 @@ __all__ = [
     "Transition",
     "VaultEntry",
     "claim_key",
+    "is_event_id",
     "new_event_id",
 ]

@@ -1,3 +1,5 @@
+import re
+
 from django.conf import settings
 from django.db import models
 from ulid import ULID
@@ -9,6 +11,19 @@ from policies.models import PolicyVersion
 def new_event_id() -> str:
     """Return an opaque, time-ordered event id; never derived from personal data."""
     return f"evt_{ULID()}"
+
+
+# The shape of new_event_id's ids: a ULID is 26 characters of Crockford's base32, in upper case.
+EVENT_ID_PATTERN = "evt_[0-9A-HJKMNP-TV-Z]{26}"
+
+
+def is_event_id(value: str) -> bool:
+    """Tell whether ``value`` is shaped as ``new_event_id`` makes ids; anything else names no event.
+
+    Checked where an id comes in from outside, before it is looked up: PostgreSQL answers a
+    NUL byte in text with an error, not with a miss.
+    """
+    return re.fullmatch(EVENT_ID_PATTERN, value) is not None
 
 
 class EventQuerySet(models.QuerySet["Event"]):

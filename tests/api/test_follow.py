@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 import time_machine
 from django.test import Client
 
@@ -45,6 +46,15 @@ def test_an_unknown_event_is_not_found(api, policy):
     answer = api.get("/api/v1/events/evt_01ARZ3NDEKTSV4RRFFQ69G5FAV")
 
     assert answer.status_code == 404
+
+
+@pytest.mark.parametrize("event_id", ["%00", "evt_01ARZ3NDEKTSV4RRFFQ69G5F%00V"], ids=["nul", "nul-inside"])
+def test_an_id_with_a_nul_byte_is_not_found_in_the_api_s_shape(api, policy, event_id):
+    # PostgreSQL refuses a NUL in text: asked for one, it made an HTML 500 of this.
+    answer = api.get(f"/api/v1/events/{event_id}")
+
+    assert answer.status_code == 404
+    assert answer.json()["error"] == "not_found"
 
 
 def test_following_needs_a_token(client, policy):

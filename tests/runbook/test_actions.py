@@ -231,3 +231,9 @@ def test_a_responder_and_workers_racing_to_claim_the_fallback_make_one_claim(con
     assert sum(results) == 1
     assert Claim.objects.filter(event=event, channel=Channel.EMAIL).count() == 1
     assert Transition.objects.filter(event=event, to_state=State.EMAIL_CLAIMED).count() == 1
+
+
+@pytest.mark.parametrize("action", ["release-lease", "claim-fallback", "follow-up"])
+def test_an_action_on_an_id_with_a_nul_byte_is_not_found(acting, policy, action):
+    # PostgreSQL refuses a NUL in text: looked up, it made a 500 of the action.
+    assert acting.post(f"/events/%00/{action}", {"note": "checked"}).status_code == 404

@@ -94,6 +94,15 @@ def test_a_search_that_finds_nothing_says_so_without_echoing_the_input(client_, 
     assert "14155550123" not in response.content.decode()
 
 
+@pytest.mark.parametrize("search", ["\x00", "evt_01ARZ3NDEKTSV4RRFFQ69G5F\x00V"], ids=["nul", "nul-inside"])
+def test_a_search_for_an_id_no_event_can_have_lists_nothing_found(client_, policy, search):
+    # PostgreSQL refuses a NUL in text: searched for, it made an HTML 500 of the list.
+    response = client_.get(LIST, {"q": search})
+
+    assert response.status_code == 200
+    assert "No event has that id" in response.content.decode()
+
+
 def test_an_htmx_refresh_gets_only_the_results_fragment(client_, policy, clock):
     event = new_event(clock.now())
     response = client_.get(LIST, HTTP_HX_REQUEST="true")

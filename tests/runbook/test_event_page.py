@@ -371,3 +371,9 @@ def test_the_stuck_worker_runbook_says_how_each_channel_is_settled_after_a_takeo
         "An email cannot be looked up (SMTP has no lookup): the worker taking over records a "
         "<b>possible duplicate</b>, then resends it under the same Message-ID as the policy allows."
     ) in body
+
+
+@pytest.mark.parametrize("path", ["/events/%00", "/events/%00/raw"])
+def test_a_page_for_an_id_with_a_nul_byte_is_not_found(console, raw_viewer, policy, path):
+    # PostgreSQL refuses a NUL in text: looked up, it made a 500 of the page.
+    assert console(raw_viewer).get(path).status_code == 404
