@@ -47,7 +47,7 @@ WHERE e.id = %s
 # ``{source}``: the table, or the event a statement has just taken.
 _STEP_READ = f"""
 SELECT {{now}}, {_EVENT_COLUMNS}, e.wake_at, v.ciphertext, e.id, c.provider_ref, e.locale, e.time_zone,
-       e.step_failures
+       e.step_failures{{snapshot_version}}
 FROM {{source}} e LEFT JOIN notify_claim c ON c.event_id = e.id LEFT JOIN notify_vaultentry v ON v.event_id = e.id
 {{where}}
 """
@@ -109,7 +109,9 @@ class StepRead:
 
 def read_for_step(event_id: str) -> StepRead:
     """Return the event as a step starts from it; LookupError if there is none."""
-    sql = _STEP_READ.format(now=database_time(None)[0], source="notify_event", where="WHERE e.id = %s")
+    sql = _STEP_READ.format(
+        now=database_time(None)[0], source="notify_event", where="WHERE e.id = %s", snapshot_version=""
+    )
     with _cursor() as cursor:
         cursor.execute(sql, [event_id])
         return _step_read(event_id, cursor.fetchall())
@@ -473,6 +475,10 @@ _LATER_BY_POLICY = {
 }
 
 
+# The taken event's version as the statement's snapshot has it (its other reads see that snapshot too).
+_SNAPSHOT_VERSION = ", (SELECT s.version FROM notify_event s WHERE s.id = e.id)"
+
+
 def take_most_urgent(owner: str, *, at: datetime | None) -> StepRead | None:
     """Take the lease of the most urgent due event and read it for the step; None if none is due.
 
@@ -495,13 +501,24 @@ def take_most_urgent(owner: str, *, at: datetime | None) -> StepRead | None:
     params = [owner, *now_params, *now_params, *now_params, *now_params]
     with _cursor() as cursor:
         if vendor == "postgresql":
-            read = _STEP_READ.format(now=database_time(None)[0], source="taken", where="")
+            read = _STEP_READ.format(
+                now=database_time(None)[0], source="taken", where="", snapshot_version=_SNAPSHOT_VERSION
+            )
             cursor.execute(f"WITH taken AS ({take} *) {read}", params)
             rows = cursor.fetchall()
-            return _step_read("", rows) if rows else None
-        cursor.execute(f"{take} id", params)
-        taken = cursor.fetchone()
-    return None if taken is None else read_for_step(str(taken[0]))
+        else:
+            cursor.execute(f"{take} id", params)
+            taken = cursor.fetchone()
+            return None if taken is None else read_for_step(str(taken[0]))
+    if not rows:
+        return None
+    if rows[0][2] != rows[0][20]:
+        # The event changed after this statement's snapshot was taken: the lock re-checked the
+        # newest row, but the claims and vault joined to it were read in the snapshot (a fallback
+        # an operator committed meanwhile would read as email_claimed without its claim). Read
+        # it afresh, under the lease now held; anything later is caught by the version guard.
+        return read_for_step(str(rows[0][15]))
+    return _step_read("", rows)
 
 
 def renew_lease(event_id: str, token: int, *, ttl: timedelta, at: datetime | None) -> bool:
