@@ -124,7 +124,8 @@ class ServiceTokenAdmin(_TokenAdmin):
         add_never_cache_headers(response)  # no browser or proxy keeps a copy of the page
         return response
 
-    @admin.action(description="Revoke the selected tokens (effective at once)")
+    # Revoking changes a token: a view-only staff user is not offered it, and cannot post it.
+    @admin.action(description="Revoke the selected tokens (effective at once)", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ServiceToken]) -> None:
         revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

@@ -4,8 +4,9 @@ import io
 import re
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.utils import timezone
@@ -90,3 +91,27 @@ def test_admin_revokes_tokens_at_once(staff):
     assert ServiceToken.objects.get().revoked
     answer = staff.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 401
+
+
+def test_a_view_only_user_cannot_revoke_a_token(db, client):
+    ServiceToken.issue("billing", now=timezone.now())
+    viewer = User.objects.create_user("viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_servicetoken"))
+    client.force_login(viewer)
+
+    client.post(
+        "/admin/notify/servicetoken/", {"action": "revoke", "_selected_action": [ServiceToken.objects.get().pk]}
+    )
+
+    assert not ServiceToken.objects.get().revoked
+
+
+def test_every_admin_action_declares_the_permission_it_needs():
+    undeclared = [
+        f"{type(model_admin).__name__}.{name}"
+        for model_admin in admin.site._registry.values()
+        for name in model_admin.actions or ()
+        if not getattr(getattr(model_admin, name), "allowed_permissions", ())
+    ]
+
+    assert undeclared == []
