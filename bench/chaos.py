@@ -6,7 +6,9 @@ stream of events is fed in while a controller, on a schedule derived from the se
 kills workers with SIGKILL (mid-lease, mid-call), restarts the broker once, terminates the
 workers' PostgreSQL connections once, slows the SMTP relay at every reply now and then,
 pauses every step worker once for longer than an event's action budget while the pager goes
-through an outage (timeouts, 429, 5xx), and scripts provider faults per message (timeouts
+through an outage (timeouts, 429, 5xx), poisons a few events once (a sealed entry no key opens,
+a time zone the workers do not know: every step of theirs raises), and scripts provider faults
+per message (timeouts
 after acceptance, acceptances after the client's timeout, 5xx, rejections, callbacks dropped,
 duplicated, reordered, delayed past the fallback; SMTP deferrals, refusals and connections
 lost after DATA). One worker's clock runs 30 s ahead and another's 30 s behind; the provider
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from bench import chaos_paging, processes
@@ -74,6 +77,17 @@ LATE_ACCEPTANCE_SECONDS = 2.5
 PROCESSING_HORIZON_SECONDS = 3
 # Workers 0 and 1 play hosts whose clocks are this far off the database's.
 CLOCK_OFFSETS = {0: 30.0, 1: -30.0}
+# Events poisoned once, as created: each step of theirs raises (ways alternating). Contained,
+# each backs off and takes no other event's turn meanwhile (a doubling from 0.5 s, at most 4 s:
+# a dozen failed steps at most in a 25 s life), is paged as failing and expires on time; the
+# healthy events created in the POISON_WINDOW after it must get their SMS tried before their
+# fallback deadline. Worker kills are held off until their deadlines have passed.
+POISONED_EVENTS = 3
+# The sender of the run's policy (bench.database.seconds_scale_policy).
+POLICY_SENDER = "+15005550006"
+POISONS = ("sealed_entry", "time_zone")
+POISON_WINDOW = 5.0
+POISONED_STEPS_AT_MOST = 12
 
 # Provider behaviours per message, with weights: mostly normal, every fault kind present.
 # (weight, what the create calls do in turn, the final status and its delay, callbacks)
@@ -128,6 +142,9 @@ class Run:
     # Process groups stopped by the current step backlog, and every backlog's time span.
     paused: list[int] = field(default_factory=list)
     backlogs: list[Backlog] = field(default_factory=list)
+    # Events still to poison as they are created, and those poisoned (event id: how).
+    poison_next: int = 0
+    poisoned: dict[str, str] = field(default_factory=dict)
 
 
 def main(argv: list[str]) -> int:
@@ -157,10 +174,15 @@ def main(argv: list[str]) -> int:
             "TWILIO_PROCESSING_HORIZON": str(PROCESSING_HORIZON_SECONDS),
             # The RabbitMQ run's account masks numbers: lookups there can find, never disprove.
             "TWILIO_PHONE_REDACTION": "1" if run.broker == "rabbitmq" else "0",
+            # The simulator's numbers are ours alone: a lookup may take an unread message from
+            # our sender for ours though the provider keeps no body (not with masked numbers).
+            "TWILIO_EXCLUSIVE_SENDERS": POLICY_SENDER,
             "EMAIL_TIMEOUT": "1",
             # The margin on a seconds scale, as the policy: a lease held 5 s past a 4 s send,
             # so a killed sender's email is taken over while the link still has life.
             "NOTIFY_LEASE_MARGIN": "1",
+            "NOTIFY_STEP_BACKOFF": "0.5",
+            "NOTIFY_STEP_BACKOFF_MAX": "4",
             "LOG_FORMAT": "json",
         }
     )
@@ -262,7 +284,10 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
             service="chaos", client_key=f"chaos-{run.seed}-{number}", region=policy.region, purpose="password_reset",
             phone=phone, email=email, reset_url=CANARY_RESET_URL, ttl=timedelta(seconds=rng.uniform(*LIFETIMES)),
         )  # fmt: skip
-        event = create_event(request, now=current_clock().now()).event
+        if run.poison_next:
+            event = _poisoned(request, POISONS[run.poison_next % len(POISONS)], run)
+        else:
+            event = create_event(request, now=current_clock().now()).event
         tasks.send(event.id)
         created.append(event.id)
         _supervise(run, lane_workers)
@@ -284,6 +309,26 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
 
     _settle(outbox_drained, deadline=time.monotonic() + 300, supervise=supervise)
     return _verdict(run, simulator, created)
+
+
+def _poisoned(request, how: str, run: Run):
+    """Create an event that no step can advance: its sealed entry opens with no key, or its time
+    zone is unknown to the workers (as after a version skew); poisoned before any step sees it."""
+    from django.db import transaction
+
+    from notify.clock import current_clock
+    from notify.events import create_event
+    from notify.models import Event, VaultEntry
+
+    with transaction.atomic():
+        event = create_event(request, now=current_clock().now()).event
+        if how == "sealed_entry":
+            VaultEntry.objects.filter(event_id=event.id).update(ciphertext=b"sealed with a key no worker has")
+        else:
+            Event.objects.filter(pk=event.id).update(time_zone="Mars/Olympus_Mons")
+    run.poison_next -= 1
+    run.poisoned[event.id] = how
+    return event
 
 
 def _spawn(name: str, command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -379,6 +424,14 @@ def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
     for fault, (low, high), after in [("restart_broker", (0.3, 0.5), 1), ("reset_database_connections", (0.6, 0.8), 5)]:
         at = feeding * rng.uniform(low, high)
         plan.append((quiet_until + after if backlog - QUIET_BEFORE_BACKLOG <= at <= quiet_until + 2 else at, fault))
+    # Early, before the broker restart and the backlog; no worker is killed from just before it
+    # until the healthy events created in its window are past their fallback deadline (a kill
+    # delays the step it interrupts by a lease, which the poison must not be blamed for).
+    poison = max(3.0, feeding * 0.1)
+    plan.append((poison, "poison_events"))
+    calm = (poison - 1.0, poison + POISON_WINDOW + 7.0)
+    plan = [(at, fault) if fault != "kill_worker" or not calm[0] <= at <= calm[1] else (calm[1], fault)
+            for at, fault in plan]  # fmt: skip
     # A relay slower than the lease, every reply inside the read timeout: now and then, for the
     # next few connections (whichever emails they carry).
     at = rng.uniform(1, 5)
@@ -432,6 +485,8 @@ def _inject_due(
             _resume_steps(run)
         elif fault == "pager_outage":
             simulator.control.pager_outage(chaos_paging.OUTAGE_PHASES)
+        elif fault == "poison_events":
+            run.poison_next = POISONED_EVENTS
 
 
 def _pause_steps(run: Run, workers: list[dict[str, object]]) -> None:
@@ -519,7 +574,9 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
     }
     leaks = _secrets_in_outputs(created, secrets, Client)
     paging, paging_violations = chaos_paging.verdict(created, simulator.control.pager_log(), run.backlogs)
+    poisoned, poison_violations = _poison_verdict(run, created, simulator.control.pager_log())
     violations = [violation.__dict__ for violation in invariants.failures(found)] + paging_violations + leaks
+    violations += poison_violations
     return {
         "events": len(created),
         "states": dict(Counter(Event.objects.filter(pk__in=created).values_list("state", flat=True))),
@@ -539,9 +596,77 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
         # Each worker host's largest offset from the database's clock in its last report.
         "host_clock_offsets": dict(HostClock.objects.order_by("host").values_list("host", "offset_seconds")),
         "paging": paging,
+        "poisoned": poisoned,
         "broker": run.broker,
         "violations": violations,
     }
+
+
+def _poison_verdict(run: Run, created: list[str], log) -> tuple[dict[str, object], list[dict[str, str]]]:
+    """The summary's ``poisoned`` block, and its violations: a poisoned event not paged as failing,
+    one that took more turns than its backoff allows, a healthy event of the window left late."""
+    from notify import machine
+    from notify.models import Claim, Event
+
+    poisoned = {event.id: event for event in Event.objects.filter(pk__in=run.poisoned)}
+    triggered = {entry["dedup_key"] for entry in log if entry["action"] == "trigger" and entry["outcome"] == "accepted"}
+    failing_pages = set(Event.objects.filter(pk__in=poisoned, page__reason="step_failing").values_list("pk", flat=True))
+    failed = _failed_steps()
+    violations = []
+    for event_id in poisoned:
+        if event_id not in failing_pages or event_id not in triggered:
+            violations.append({"kind": "poisoned_not_paged", "event_id": event_id, "detail": run.poisoned[event_id]})
+        if failed[event_id] > POISONED_STEPS_AT_MOST:
+            detail = f"{failed[event_id]} failed steps (bound {POISONED_STEPS_AT_MOST}): it took others' turns"
+            violations.append({"kind": "poisoned_took_turns", "event_id": event_id, "detail": detail})
+    window = _poison_window(created, poisoned)
+    tried = dict(Claim.objects.filter(event__in=window, channel="sms").values_list("event_id", "submitted_at"))
+    late = [
+        event.id
+        for event in window.select_related("policy")
+        if (at := tried.get(event.id)) is None or at > machine.fallback_deadline(event, event.policy)
+    ]
+    detail = "its SMS was not tried before its fallback deadline while poisoned events failed"
+    violations += [{"kind": "healthy_event_late", "event_id": event_id, "detail": detail} for event_id in late]
+    failures = sum(failed[event_id] for event_id in poisoned)
+    block = {
+        "events": len(poisoned),
+        "how": dict(Counter(run.poisoned.values())),
+        "paged_as_failing": len(failing_pages & triggered),
+        "states": dict(Counter(event.state for event in poisoned.values())),
+        "failed_steps": failures,
+        # Steps of other events that raised: none is expected; each is a bug the run found.
+        "failed_steps_of_healthy_events": sum(failed.values()) - failures,
+        "healthy_in_window": window.count(),
+        "healthy_late": len(late),
+    }
+    if not poisoned:
+        violations.append({"kind": "poison_unmet", "event_id": "", "detail": "no event was poisoned"})
+    return block, violations
+
+
+def _failed_steps() -> Counter[str]:
+    """The worker steps that raised, by event, from the workers' logs (a count on the event is
+    only its failures in a row: a step that completes sets it back)."""
+    failed: Counter[str] = Counter()
+    for log in LOGS.glob("worker-*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if '"step_failed"' in line:
+                with contextlib.suppress(ValueError):
+                    failed[json.loads(line)["event_id"]] += 1
+    return failed
+
+
+def _poison_window(created: list[str], poisoned: dict[str, Any]):
+    """The healthy events created in the POISON_WINDOW after the first poisoned one."""
+    from notify.models import Event
+
+    first = min((event.created_at for event in poisoned.values()), default=None)
+    if first is None:
+        return Event.objects.none()
+    return Event.objects.filter(
+        pk__in=created, created_at__gte=first, created_at__lt=first + timedelta(seconds=POISON_WINDOW)
+    ).exclude(pk__in=poisoned)
 
 
 def _tally(name: str) -> int:
