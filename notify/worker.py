@@ -139,7 +139,6 @@ def _leased_step(
     step = _Step(event_id, lease, transports, clock, loaded._replace(lease_token=lease.token), read)
     ttl = loaded.policy.lease_ttl
     renew_after = now + ttl / 2
-    step.lease_until = now + ttl
     done: list[NextAction] = []
     outcome = "done"
     wake_after: timedelta | None = None
@@ -346,8 +345,9 @@ class _Step:
         self.pending_wake = read.wake_at
         # Set by the write that gave the lease back (``_observe(..., last=True)``).
         self.handed_back: Outcome | None = None
-        # No later than the lease runs out: read on this clock before the statement that set it.
-        self.lease_until = clock.now()
+        # When the lease runs out: a TTL after it was taken, a moment before this reading (the
+        # margin each call is held for covers that moment).
+        self.lease_until = clock.now() + known.policy.lease_ttl
 
     def act(self, action: NextAction, now: datetime) -> None:
         if action == NextAction.EXPIRE:
