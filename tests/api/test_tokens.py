@@ -108,10 +108,10 @@ def test_a_view_only_user_cannot_revoke_a_token(db, client):
 
 def test_every_admin_action_declares_the_permission_it_needs():
     undeclared = [
-        f"{type(model_admin).__name__}.{name}"
+        f"{type(model_admin).__name__}.{action}"
         for model_admin in admin.site._registry.values()
-        for name in model_admin.actions or ()
-        if not getattr(getattr(model_admin, name), "allowed_permissions", ())
+        for action in model_admin.actions or ()
+        if not getattr(action if callable(action) else getattr(model_admin, action), "allowed_permissions", ())
     ]
 
     assert undeclared == []
