@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from django.db import connection
 from django.http import HttpResponse
 from django.template import engines
@@ -65,6 +66,8 @@ def run() -> Served:
     _seed(policy, other)
     print(f"  seeded {EVENTS:,} events in {time.perf_counter() - started:.0f}s")
     print("  list query plan:", _list_plan())
+    # The pages name their assets as production's do: from the manifest the deploy's collectstatic writes.
+    call_command("collectstatic", "--no-input", verbosity=0)
     client = _responder_client()
     open_ids = _open_event_ids()
     samples: dict[str, list[float]] = {"list": [], "event": [], "empty": []}

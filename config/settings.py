@@ -145,8 +145,13 @@ if importlib.util.find_spec("aiohttp") is not None:
     INSTALLED_APPS.append("simulator")
 
 MIDDLEWARE = [
+    # /healthz and /readyz, answered before the host check, the HTTPS redirect and the metrics
+    # see the probe (config/probes.py says why).
+    "config.probes.ProbeMiddleware",
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files, after the HTTPS redirect and the security headers, before everything else.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -162,6 +167,9 @@ MIDDLEWARE = [
 # Twilio's callbacks. The console's middleware (sessions, users, messages, the CSP header,
 # htmx) is skipped on them: config/middleware.py.
 MACHINE_PATHS = ("/api/v1/events", "/api/v1/whoami", "/callbacks/")
+# Seconds /readyz waits on the database, to connect (at least 2: libpq's floor) and for its
+# answer. The broker is given the bound every publish has: NOTIFY_BROKER_PUBLISH_TIMEOUT.
+READYZ_DATABASE_TIMEOUT = env_float("READYZ_DATABASE_TIMEOUT", 2.0, minimum=0.1)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -258,6 +266,16 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# The web process serves its own static files (WhiteNoise's middleware). `collectstatic`
+# writes each file under a name with its content's hash, a gzip copy beside it, and a manifest;
+# {% static %} then links the hashed name, which WhiteNoise serves with a year's Cache-Control
+# (new content is a new name, so nothing stale is ever cached). Without the manifest no page can
+# name its assets: the deploy runs collectstatic (docs/operations.md). With DEBUG (the demo) the
+# plain names are linked and served from the sources.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runbook:events"

@@ -5,7 +5,9 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 import pytest
+from django.conf import settings
 from django.db import connection
+from django.test import override_settings
 
 from notify import ratelimit, tasks
 from notify.clock import FakeClock
@@ -15,6 +17,20 @@ from tests.factories import PolicyVersionFactory
 from tests.providers import simulated_transports
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_files_without_collectstatic(tmp_path_factory):
+    """Link the static files by their plain names, as Django's storage does by default.
+
+    The production storage names each file by the hash collectstatic computed, which a test run
+    does not do (Django's docs advise another storage for tests). An empty STATIC_ROOT of the
+    run's own: nothing collected by an earlier deploy or demo in var/ is served instead. The
+    tests of the production storage choose it back (tests/deploy/).
+    """
+    plain = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    with override_settings(STORAGES=plain, STATIC_ROOT=tmp_path_factory.mktemp("static")):
+        yield
 
 
 @pytest.fixture(autouse=True)
