@@ -193,6 +193,9 @@ def main(argv: list[str]) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    # As a deploy does (docs/operations.md): the console pages the verdict renders link the
+    # static files by their hashed names.
+    call_command("collectstatic", "--no-input", verbosity=0)
     from simulator.process import start_simulator
 
     simulator = start_simulator(LOGS / "simulator.log", "--seed", str(run.seed))
