@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from notify import transitions
+from notify.models import Claim
 from notify.states import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
 from runbook import timeline as timeline_module
@@ -31,6 +32,15 @@ def test_it_shows_the_facts_of_the_event(page, policy, clock):
     assert f"US v{policy.number}" in body
     assert "2026-01-01 12:10:00 UTC" in body  # the reset's expiry
     assert 'data-claim="sms">claimed<' in body
+
+
+def test_a_claim_at_its_outcome_shows_no_next_attempt(page, policy, clock):
+    event = event_in(State.SMS_DELIVERED, clock)
+    Claim.objects.filter(event=event).update(next_attempt_at=clock.now())  # left from its last attempt
+
+    body = page(event).content.decode()
+
+    assert 'data-next-attempt="sms">—<' in body
 
 
 def test_it_shows_the_locale_the_time_zone_and_the_set_the_messages_are_rendered_in(page, clock):
