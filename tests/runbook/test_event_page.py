@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from notify import transitions
 from notify.models import Claim
-from notify.states import Channel, Normalized, Source, State
+from notify.states import Channel, ClaimState, Normalized, Source, State
 from notify.transitions import ObservationInput
 from runbook import timeline as timeline_module
 from runbook.status import Situation
@@ -36,7 +36,8 @@ def test_it_shows_the_facts_of_the_event(page, policy, clock):
 
 def test_a_claim_at_its_outcome_shows_no_next_attempt(page, policy, clock):
     event = event_in(State.SMS_DELIVERED, clock)
-    Claim.objects.filter(event=event).update(next_attempt_at=clock.now())  # left from its last attempt
+    # Delivered, with the next attempt its last attempt had scheduled still on it.
+    Claim.objects.filter(event=event).update(state=ClaimState.DELIVERED, next_attempt_at=clock.now())
 
     body = page(event).content.decode()
 
