@@ -10,6 +10,7 @@ To refresh the console's screenshot in docs/operations.md, run it with
 SMOKE_SCREENSHOT=docs/img/production-console.png (README, "Tests").
 """
 
+import contextlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
-from playwright.sync_api import Response, expect, sync_playwright
+from playwright.sync_api import Playwright, Response, expect, sync_playwright
 
 from tests.browser.conftest import CHROMIUM, FLAGS
 from tests.integration.processes import wait_for
@@ -129,13 +131,16 @@ class Example:
         )  # fmt: skip
         return ping.returncode == 0 and ping.stdout.count("pong") == len(WORKERS)
 
+    def groups(self) -> list[int]:
+        """The process groups honcho started: each process in a group of its own, led by the pid it logs."""
+        with self.log_path.open("rb") as log:
+            log.seek(self.started_at)
+            return [int(pid) for pid in re.findall(rb" started \(pid=(\d+)\)", log.read())]
+
     def stop(self) -> str:
         """SIGTERM to honcho, as an operator's Ctrl-C or a service manager's stop; return what it logged then."""
         assert self.process is not None
-        with self.log_path.open("rb") as log:
-            log.seek(self.started_at)
-            # honcho starts each process in a process group of its own, led by the pid it logs.
-            groups = [int(pid) for pid in re.findall(rb" started \(pid=(\d+)\)", log.read())]
+        groups = self.groups()
         assert len(groups) == len(PROCESSES)
         stopping_from = self.log_path.stat().st_size
         self.process.send_signal(signal.SIGTERM)
@@ -145,9 +150,14 @@ class Example:
         return self.log_path.read_bytes()[stopping_from:].decode(errors="replace")
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        """Kill what is left: honcho and every group it started (left running, a failed run's workers
+        would take the wake-ups of the tests after it)."""
+        if self.process is None:
+            return
+        for group in [*self.groups(), self.process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        self.process.wait()
 
     def get(self, path: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
         return self._call(urllib.request.Request(self.url + path, headers=headers))
@@ -232,7 +242,11 @@ def test_the_production_example_delivers_serves_its_console_and_stops_and_restar
         if "/static/" in response.url:
             assets[response.url] = (response.status, response.headers.get("cache-control", ""))
 
-    with sync_playwright() as playwright:
+    def look() -> tuple[str, str]:
+        with sync_playwright() as playwright:
+            return browse(playwright)
+
+    def browse(playwright: Playwright) -> tuple[str, str]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("response", record)
@@ -247,6 +261,12 @@ def test_the_production_example_delivers_serves_its_console_and_stops_and_restar
         target = os.environ.get("SMOKE_SCREENSHOT")
         page.screenshot(path=REPO_ROOT / target if target else tmp_path / "console.png", full_page=True)
         browser.close()
+        return htmx_version, header_background
+
+    # On a thread of its own: Playwright's sync API refuses a thread where an earlier test left an
+    # asyncio loop running.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        htmx_version, header_background = thread.submit(look).result()
     loaded = {re.sub(r"^.*/static/|\.[0-9a-f]{12}(?=\.)", "", url): served for url, served in assets.items()}
     for name in ("runbook/console.css", "runbook/console.js", "django_htmx/htmx-2.min.js"):
         assert loaded.get(name) == (200, YEAR), (name, assets)
