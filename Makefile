@@ -69,7 +69,7 @@ test-postgres: $(STAMP) $(NODE_STAMP) native
 # PostgreSQL-only concurrency proofs), in a scratch var/ so it never touches the demo's.
 test-sqlite: $(STAMP) native
 	rm -rf var/test-sqlite
-	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies tests/runbook
+	env -u DATABASE_URL NOTIFY_VAR_DIR=var/test-sqlite $(BIN)/pytest -q -m "not postgres" tests/notify tests/policies tests/runbook tests/plumbing
 
 # The short chaos runs: a few hundred events under faults on Redis, fewer on RabbitMQ, a few
 # minutes in all (CI runs them too).

@@ -38,12 +38,12 @@ from bench import processes
 from bench.stats import spread
 from notify.api.events import reset_request
 from notify.api.schemas import CreateEvent
-from notify.clock import current_clock
 from notify.events import create_event
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
 from notify.states import Channel, Normalized, Source
 from notify.transitions import ObservationInput, record_receipt
 from notify.worker import sms_callback_url
+from plumbing.clock import current_clock
 from simulator.fictional import fictional_phone
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,10 +27,10 @@ from notify import events, rows, tasks, transitions, vault
 from notify.api.auth import ServiceTokenAuth
 from notify.api.events import reset_request
 from notify.api.schemas import CreatedEvent, CreateEvent
-from notify.clock import current_clock
 from notify.models import ServiceToken
 from notify.states import Channel, Normalized, Source
 from notify.worker import sms_callback_url
+from plumbing.clock import current_clock
 from policies.cache import published_version, still_published
 
 REPEAT = 300

@@ -27,8 +27,8 @@ from ninja.operation import Operation
 from bench.api import creation_body, pending_sms_events, signed_callback
 from notify import callbacks, events, rows, tasks, transitions
 from notify.api import events as api_events
-from notify.clock import current_clock
 from notify.models import ServiceToken
+from plumbing.clock import current_clock
 
 REQUESTS = 300  # of each kind, per round
 ROUNDS = 2  # the last one reported: the first warms every path

@@ -237,8 +237,8 @@ def _prepare_database() -> None:
 
 def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
     from notify import tasks
-    from notify.clock import current_clock
     from notify.events import ResetRequest, create_event
+    from plumbing.clock import current_clock
     from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
 
     _empty_broker(run.broker)
@@ -319,9 +319,9 @@ def _poisoned(request, how: str, run: Run):
     zone is unknown to the workers (as after a version skew); poisoned before any step sees it."""
     from django.db import transaction
 
-    from notify.clock import current_clock
     from notify.events import create_event
     from notify.models import Event, VaultEntry
+    from plumbing.clock import current_clock
 
     with transaction.atomic():
         event = create_event(request, now=current_clock().now()).event
@@ -499,7 +499,7 @@ def _pause_steps(run: Run, workers: list[dict[str, object]]) -> None:
     heartbeat is missed in seconds; Redis has none): resumed, each finds its step fenced
     or still its own, as after a long garbage-collection pause.
     """
-    from notify.clock import current_clock
+    from plumbing.clock import current_clock
 
     for worker in workers:
         process = worker["process"]
@@ -510,7 +510,7 @@ def _pause_steps(run: Run, workers: list[dict[str, object]]) -> None:
 
 
 def _resume_steps(run: Run) -> None:
-    from notify.clock import current_clock
+    from plumbing.clock import current_clock
 
     for pid in run.paused:
         with contextlib.suppress(ProcessLookupError):  # gone meanwhile
@@ -555,8 +555,8 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
     from django.test import Client
 
     from notify import invariants, tallies
-    from notify.clock import current_clock
     from notify.models import Claim, Event, HostClock, Observation
+    from plumbing.clock import current_clock
     from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
 
     counts = simulator.control.counts()

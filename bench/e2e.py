@@ -83,9 +83,9 @@ from bench.api import creation_body
 from bench.stats import spread
 from config import lanes
 from notify import machine
-from notify.clock import current_clock
 from notify.models import Claim, Event, Observation, ServiceToken, Transition
 from notify.states import Channel, ClaimState, Normalized, State
+from plumbing.clock import current_clock
 from simulator.process import start_simulator
 
 ROOT = Path(__file__).resolve().parent.parent

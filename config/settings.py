@@ -234,7 +234,7 @@ _cache_url = env_optional_str("REDIS_CACHE_URL")
 # The internal API: requests per service in any moving window of the period, and the largest
 # request body accepted (413 beyond it).
 API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "1200/min")
-# Where every rate limit and failure count is kept (notify/ratelimit.py; a `limits` storage URI):
+# Where every rate limit and failure count is kept (plumbing/ratelimit.py; a `limits` storage URI):
 # Redis when REDIS_CACHE_URL is set, so every web process counts together; per process otherwise.
 RATE_LIMIT_STORAGE = _cache_url or "memory://"
 # Requests without a valid token, per client address: past it the address gets 429 before

@@ -18,11 +18,11 @@ from django.views.decorators.http import require_POST
 from twilio.request_validator import HMAC_SHA256, RequestValidator, get_signature_algorithm
 
 from notify import machine, tasks, transitions
-from notify.clock import current_clock
 from notify.states import Channel, Source
 from notify.transitions import ObservationInput
 from notify.transports.twilio_sms import normalize
 from notify.worker import sms_callback_url
+from plumbing.clock import current_clock
 
 log = logging.getLogger("notify.callbacks")
 

@@ -13,10 +13,10 @@ from django.db import DatabaseError, transaction
 from kombu.exceptions import OperationalError
 
 from notify import broker, retention, rows, sweeper, tallies, worker
-from notify.clock import current_clock
-from notify.once import OncePerProcess
-from notify.pause import Pause
 from notify.transports import configured
+from plumbing.clock import current_clock
+from plumbing.once import OncePerProcess
+from plumbing.pause import Pause
 
 log = logging.getLogger("notify.tasks")
 

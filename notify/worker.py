@@ -19,7 +19,6 @@ from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 
 from notify import machine, messages, rows, tallies, transitions, vault
-from notify.clock import Clock
 from notify.models import Claim, Event, VaultEntry
 from notify.states import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
 from notify.transitions import Lease, ObservationInput, Outcome
@@ -34,6 +33,7 @@ from notify.transports.base import (
     TransportError,
     UnknownOutcome,
 )
+from plumbing.clock import Clock
 from policies.models import LONGEST_LIFETIME
 from policies.segments import encode
 

@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from notify import tasks, transitions
-from notify.clock import current_clock
 from notify.models import Event
 from notify.states import Cause, Channel, Normalized, Source
+from plumbing.clock import current_clock
 from runbook import audit
 from runbook.access import ConsoleRequest, requires
 from runbook.forms import NoteForm, SeenLeaseForm, SeenVersionForm

@@ -2,7 +2,7 @@
 
 from django.contrib.auth.models import User
 
-from notify.clock import current_clock
+from plumbing.clock import current_clock
 from runbook.models import AuditAction, AuditEntry
 
 

@@ -5,7 +5,7 @@ against the account name it tried (``LOGIN_FAILURES_PER_ACCOUNT``, normalised, c
 or not such an account exists) *before* its password is checked, and a success takes its counts
 back: what the limits count is failures, and attempts still being checked. Once either is
 spent, the form answers 429 with "wait and try again" until its oldest count leaves the window
-(a moving window, ``notify.ratelimit``), without checking the password, right or wrong: so the
+(a moving window, ``plumbing.ratelimit``), without checking the password, right or wrong: so the
 answer never tells whether the account exists or the password was right, a throttled guess
 costs no password hash, and however many guesses arrive at once, no more than the limit reach
 the check. A client under its limit logging in to an account under its limit is never refused,
@@ -25,7 +25,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.debug import sensitive_variables
 
-from notify.ratelimit import FailureCount, client_address
+from plumbing.ratelimit import FailureCount, client_address
 
 log = logging.getLogger("runbook.logins")
 

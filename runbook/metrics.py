@@ -21,8 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from notify import tallies
-from notify.clock import current_clock
 from notify.models import Event, HostClock, Tally
+from plumbing.clock import current_clock
 from runbook import risk, status
 from runbook.models import Page, PageMode
 from runbook.pager import RESOLVE, TRIGGER

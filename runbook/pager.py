@@ -32,7 +32,7 @@ from django.db.models import Case, F, Value, When
 from django.urls import reverse
 
 from notify import tallies
-from notify.clock import Clock, current_clock
+from plumbing.clock import Clock, current_clock
 from runbook import pager_client, pager_quota, risk
 from runbook.models import Page, PageReason
 from runbook.pager_client import PagerError

@@ -4,7 +4,7 @@
 own: a pager that answers a byte at a time keeps a call going for many timeouts, and a
 name lookup has no timeout at all. A delivery holds its page for a bounded time and runs
 beside a bounded number of others, so the whole call gets one deadline instead
-(``notify.transports.deadline``, the one the SMTP sends use): lookup, connect, TLS, the
+(``plumbing.deadline``, the one the SMTP sends use): lookup, connect, TLS, the
 request and the reply together, with a watchdog that cuts the socket when it passes.
 """
 
@@ -17,7 +17,7 @@ from http.client import HTTPConnection, HTTPException
 from typing import Any
 from urllib.parse import urlsplit
 
-from notify.transports.deadline import Deadline
+from plumbing.deadline import Deadline
 
 # A Retry-After longer than this is taken as this: a pager that asks for an hour's silence
 # would otherwise hold back every page, and an event's budget is minutes long.

@@ -9,7 +9,7 @@ from django.db import transaction
 from kombu.exceptions import OperationalError
 
 from notify import broker, tallies
-from notify.clock import current_clock
+from plumbing.clock import current_clock
 from runbook import pager, projections, risk
 
 log = logging.getLogger("runbook.tasks")

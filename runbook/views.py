@@ -10,9 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 
 from notify import machine
-from notify.clock import current_clock
 from notify.models import Event, is_event_id
 from notify.states import Channel, NextAction, State
+from plumbing.clock import current_clock
 from policies.cache import policy_version
 from policies.models import PolicyVersion, Status
 from runbook import audit, status, timeline

@@ -9,9 +9,10 @@ from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 
-from notify import ratelimit, tasks
-from notify.clock import FakeClock
-from notify.ratelimit import InProcessWindow, limiter_for
+from notify import tasks
+from plumbing import ratelimit
+from plumbing.clock import FakeClock
+from plumbing.ratelimit import InProcessWindow, limiter_for
 from policies import cache as policy_cache
 from tests.factories import PolicyVersionFactory
 from tests.providers import simulated_transports

@@ -6,10 +6,10 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from notify.api.throttle import AUTH_FAILURES, TooManyAuthFailures, counted
-from notify.clock import current_clock
 from notify.models import ServiceToken
 from notify.models.service_token import digest
-from notify.ratelimit import client_address
+from plumbing.clock import current_clock
+from plumbing.ratelimit import client_address
 
 # "Last used" is for humans auditing tokens: minute precision spares a write per request.
 LAST_USED_PRECISION = timedelta(minutes=1)

@@ -4,8 +4,8 @@ address gets ``API_AUTH_FAILURES_PER_CLIENT`` requests without a valid token.
 A service's requests are counted in ``RATE_LIMIT_STORAGE`` over a moving window: at most
 the limit in any stretch of its period. In Redis, when ``REDIS_CACHE_URL`` is set, so every web
 process counts together, by the ``limits`` library, each request one script there timed by
-Redis's own clock (``notify.redis_window``); in this process's memory otherwise, by
-``notify.ratelimit.InProcessWindow``, each request one step under a lock. The
+Redis's own clock (``plumbing.redis_window``); in this process's memory otherwise, by
+``plumbing.ratelimit.InProcessWindow``, each request one step under a lock. The
 cache-backed throttle this replaces read the window's whole history, added to it and wrote it
 back: requests racing in several processes overwrote each other's counts (1,390 let through
 against a limit of 1,000 in ``tests/api/test_service_rate_limit.py``), and every request moved
@@ -25,9 +25,9 @@ from ninja.throttling import BaseThrottle
 from redis import RedisError
 
 from notify.models import ServiceToken
-from notify.once import OncePerProcess
-from notify.pause import Pause
-from notify.ratelimit import FailureCount, limiter_for, rate_item, seconds_until_reset
+from plumbing.once import OncePerProcess
+from plumbing.pause import Pause
+from plumbing.ratelimit import FailureCount, limiter_for, rate_item, seconds_until_reset
 
 AUTH_FAILURES = FailureCount("api-auth", "API_AUTH_FAILURES_PER_CLIENT")
 log = logging.getLogger("notify.api")
@@ -78,7 +78,7 @@ def counted(limit: str, ask: Callable[[], T], *, otherwise: U) -> T | U:
     As an unreachable broker costs a wake-up hint and not the request, a rate limit that cannot
     be counted costs the count: a password reset refused, or held while a dead connection times
     out, would cost the subscriber the reset. One failure (REDIS_CACHE_TIMEOUT at most) pauses
-    this process's asking (``notify.pause``): for STORE_RETRY_SECONDS every request goes on
+    this process's asking (``plumbing.pause``): for STORE_RETRY_SECONDS every request goes on
     without asking, then one asks again. Without it, every request waited out the timeout on every ask
     (0.25 s, twice a request): with a stuck Redis the web's threads served some 30 requests a second.
     """

@@ -27,7 +27,7 @@ from django.core.mail.backends.smtp import EmailBackend
 
 from notify.states import Normalized
 from notify.transports.base import ConfigurationError, PermanentError, Receipt, TransientError, UnknownOutcome
-from notify.transports.deadline import Deadline
+from plumbing.deadline import Deadline
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer

@@ -3,7 +3,7 @@
 The library hands ``requests`` a timeout that applies to each connect and each read on its
 own, and ``requests`` looks names up with no timeout at all: a Twilio (or a network) that
 answers a byte at a time keeps a call going for many timeouts, past the lease the worker
-holds for it. So every request here runs under one deadline (``notify.transports.deadline``,
+holds for it. So every request here runs under one deadline (``plumbing.deadline``,
 the SMTP sends' own) of ``request_bound(timeout)``: the name is looked up where the lookup
 can be abandoned, the connect (and TLS handshake, which Python bounds by the socket's
 timeout as a whole) waits only for the time left, and a watchdog cuts the connection at the
@@ -29,7 +29,7 @@ from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, ProxyManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from notify.transports.deadline import Deadline, DeadlinePassed
+from plumbing.deadline import Deadline, DeadlinePassed
 
 # The library logs every request's query string at INFO, and a message list is
 # filtered by the destination number: keep it out of our logs.

@@ -1,8 +1,8 @@
 import pytest
 
 from notify.api.throttle import pause_for
-from notify.clock import system_clock
 from notify.models import ServiceToken
+from plumbing.clock import system_clock
 
 
 @pytest.fixture(autouse=True)

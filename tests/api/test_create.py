@@ -8,8 +8,8 @@ from django.test import Client
 
 from config.env import Rate
 from notify import tasks
-from notify.clock import system_clock
 from notify.models import Claim, Event, ServiceToken
+from plumbing.clock import system_clock
 from policies.models import LONGEST_LIFETIME
 from tests.api.payloads import body, post
 from tests.factories import PolicyVersionFactory

@@ -6,8 +6,8 @@ import pytest
 import time_machine
 from django.test import Client
 
-from notify.clock import system_clock
 from notify.models import ServiceToken
+from plumbing.clock import system_clock
 from tests.api.payloads import body, post
 from tests.notify.helpers import submit
 

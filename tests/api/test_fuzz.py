@@ -17,7 +17,7 @@ from config.env import Rate
 from config.wsgi import application
 from notify.events import Refusal
 from notify.models import Event
-from notify.ratelimit import limiter_for
+from plumbing.ratelimit import limiter_for
 from tests.api import schema_hooks  # registers the check and the hook
 
 CONFIG = schemathesis.Config.from_path(Path(__file__).resolve().parents[2] / "schemathesis.toml")

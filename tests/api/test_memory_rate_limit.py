@@ -13,7 +13,7 @@ from limits import RateLimitItemPerSecond
 from config.env import Rate
 from notify.api.throttle import PerService
 from notify.models import ServiceToken
-from notify.ratelimit import InProcessWindow
+from plumbing.ratelimit import InProcessWindow
 from tests.concurrency import run_interleaved
 
 THREADS = 8

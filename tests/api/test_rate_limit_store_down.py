@@ -10,7 +10,7 @@ import time_machine
 from django.test import override_settings
 
 from notify.api.throttle import STORE_RETRY_SECONDS
-from notify.clock import system_clock
+from plumbing.clock import system_clock
 from tests.api.payloads import body, post, statuses_from_a_thread
 
 

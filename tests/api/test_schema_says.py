@@ -6,8 +6,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from notify.clock import system_clock
 from notify.models import Event
+from plumbing.clock import system_clock
 from tests.api.payloads import body, post
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from notify.clock import system_clock
 from notify.states import State
+from plumbing.clock import system_clock
 from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import next_phone, step

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from notify.clock import system_clock
 from notify.states import State
+from plumbing.clock import system_clock
 from runbook.models import Page, PageMode
 from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory, new_event

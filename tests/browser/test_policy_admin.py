@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from notify.clock import system_clock
+from plumbing.clock import system_clock
 from policies.models import PolicyVersion, Status
 from runbook import projections
 from runbook.models import PolicyApproval

@@ -2,7 +2,7 @@
 
 import pytest
 
-from notify.clock import system_clock
+from plumbing.clock import system_clock
 from policies import lifecycle
 from policies.models import content_digest
 from runbook import projections

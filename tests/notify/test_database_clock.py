@@ -13,11 +13,12 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.urls import reverse
 
-from notify import clockwatch, rows, transitions, worker
-from notify.clock import DatabaseClock, SystemClock, parse_database_time
+from notify import rows, transitions, worker
 from notify.models import Event, HostClock
 from notify.states import Channel, NextAction
 from notify.transports import Transports, lease_hold
+from plumbing import clockwatch
+from plumbing.clock import DatabaseClock, SystemClock, parse_database_time
 from tests.concurrency import run_interleaved
 from tests.factories import new_event
 

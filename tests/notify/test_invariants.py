@@ -118,7 +118,7 @@ def test_a_second_email_after_a_lost_sender_is_reported_as_a_possible_duplicate_
 def test_the_command_prints_the_violations_and_fails(policy, hours, capsys):
     from django.core.management import call_command
 
-    from notify.clock import system_clock
+    from plumbing.clock import system_clock
 
     event = new_event(system_clock.now())  # the command looks back from the real now
     Event.objects.filter(pk=event.id).update(state=State.SMS_DELIVERED)  # a write that bypassed the table
@@ -132,7 +132,7 @@ def test_the_command_prints_the_violations_and_fails(policy, hours, capsys):
 def test_the_command_reads_the_providers_counts_from_a_file(policy, capsys, tmp_path):
     from django.core.management import call_command
 
-    from notify.clock import system_clock
+    from plumbing.clock import system_clock
 
     event = new_event(system_clock.now())
     counts = tmp_path / "counts.json"

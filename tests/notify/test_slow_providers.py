@@ -17,12 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from notify import tallies, transitions, worker
-from notify.clock import SystemClock
 from notify.models import Claim, Event, Observation, Tally
 from notify.states import Channel, ClaimState, NextAction, Normalized, State
 from notify.transports import Transports, call_bound, lease_hold
 from notify.transports.base import TransientError
 from notify.transports.smtp_email import SmtpEmail
+from plumbing.clock import SystemClock
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory
 from tests.notify.helpers import post_status

@@ -5,12 +5,12 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
-from notify.clock import SystemClock
 from notify.models import Claim
 from notify.states import Channel, State
 from notify.transports.base import Neighbours, SmsMessage, UnknownOutcome
 from notify.transports.twilio_client import make_client
 from notify.transports.twilio_sms import TwilioSms
+from plumbing.clock import SystemClock
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import email_count, next_phone, run_until_settled, sms_count, step
 

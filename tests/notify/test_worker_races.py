@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 import pytest
 from django.test import Client
 
-from notify.clock import FakeClock
 from notify.models import Claim, Event, Observation, Transition
 from notify.states import Channel, Effect, Source, State
+from plumbing.clock import FakeClock
 from tests.concurrency import race
 from tests.notify.helpers import post_status
 from tests.notify.workers import scripted_event, sms_count, step

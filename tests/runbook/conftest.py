@@ -4,7 +4,7 @@ import pytest
 import time_machine
 from django.contrib.auth.models import Group, Permission, User
 
-from notify.clock import SystemClock
+from plumbing.clock import SystemClock
 from tests.conftest import T0
 from tests.runbook.pager_receiver import pager_receiver  # noqa: F401 (a fixture for the paging tests)
 

@@ -15,8 +15,8 @@ from django.test import Client, override_settings
 from limits.errors import StorageError
 
 from config.env import Rate
-from notify import ratelimit
-from notify.ratelimit import limiter_for
+from plumbing import ratelimit
+from plumbing.ratelimit import limiter_for
 from runbook.logins import BY_ACCOUNT, BY_CLIENT, account_key
 from tests.concurrency import race
 from tests.conftest import T0

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from notify import invariants
-from notify.clock import current_clock
+from plumbing.clock import current_clock
 
 
 class Command(BaseCommand):

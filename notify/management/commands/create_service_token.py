@@ -5,8 +5,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from notify.clock import current_clock
 from notify.models import ServiceToken
+from plumbing.clock import current_clock
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Min
 
-from notify.clock import current_clock
+from plumbing.clock import current_clock
 from policies.models import PolicyVersion
 from runbook.replay import timings
 from runbook.replay.export import export

@@ -17,8 +17,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from notify import tasks
-from notify.clock import current_clock
 from notify.events import EventRefused, ResetRequest, create_event
+from plumbing.clock import current_clock
 from simulator.control import SimulatorControl
 from simulator.fictional import fictional_phone
 

@@ -1,6 +1,6 @@
 """Each host's clock offset from the database's, kept where ``/metrics`` can read it.
 
-Every reading of the database's time (``notify.clock``) reports the host's offset here.
+Every reading of the database's time (``plumbing.clock``) reports the host's offset here.
 The largest offset of the current window is written for this host at most every
 ``FLUSH_EVERY`` seconds: one small upsert, off the path of any transition.
 """

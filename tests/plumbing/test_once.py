@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from notify.once import OncePerProcess
+from plumbing.once import OncePerProcess
 from tests.concurrency import run_interleaved
 
 THREADS = 8

@@ -1,10 +1,10 @@
-"""After a failure a process skips the call for a few seconds, then tries again (notify.pause)."""
+"""After a failure a process skips the call for a few seconds, then tries again (plumbing.pause)."""
 
 from datetime import UTC, datetime, timedelta
 
 import time_machine
 
-from notify.pause import Pause
+from plumbing.pause import Pause
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ nor keeps an expired one, nor claims a fallback early:
   uses ``database_clock``: this process's monotonic clock anchored to the database's time,
   re-measured at every worker step (the event read carries the database's time) and at
   least every ``REMEASURE_AFTER`` otherwise. Each measurement's offset from the host's wall
-  clock is reported (``notify.clockwatch``) and alerted on.
+  clock is reported (``plumbing.clockwatch``) and alerted on.
 
 ``NOTIFY_CLOCK=system`` makes this host's clock the judge of everything instead, its
 reading passed into the statements (``pinned``): for a single-host set-up, and for tests
@@ -25,7 +25,7 @@ from typing import Protocol
 from django.conf import settings
 from django.db import connection
 
-from notify import clockwatch
+from plumbing import clockwatch
 
 
 class Clock(Protocol):

@@ -10,7 +10,7 @@ import pytest
 import time_machine
 
 from config.env import Rate
-from notify.ratelimit import FailureCount
+from plumbing.ratelimit import FailureCount
 from tests.conftest import T0
 from tests.counts import COUNTS_REDIS, host_clock, in_redis
 

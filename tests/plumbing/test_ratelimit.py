@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import RequestFactory
 
 from config.env import Rate, env_rate
-from notify.ratelimit import client_address
+from plumbing.ratelimit import client_address
 
 
 @pytest.mark.parametrize(

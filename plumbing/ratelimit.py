@@ -2,7 +2,7 @@
 
 Every count here is a moving window (at most the limit in any stretch of its period), kept in
 ``RATE_LIMIT_STORAGE``: in Redis when ``REDIS_CACHE_URL`` is set, so every web process counts
-together, by the ``limits`` library timed by Redis's own clock (``notify.redis_window``); in this
+together, by the ``limits`` library timed by Redis's own clock (``plumbing.redis_window``); in this
 process's memory otherwise (one process, the demo), by ``InProcessWindow``, timed by the
 monotonic clock. Neither is judged by a host's wall clock: hosts that disagree on the time
 (one a minute ahead, say) count into one window, and a clock stepped forward ends no count early.
@@ -23,8 +23,8 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.strategies import MovingWindowRateLimiter
 from limits.util import WindowStats
 
-from notify.once import OncePerProcess
-from notify.redis_window import ServerClockRedisStorage
+from plumbing.once import OncePerProcess
+from plumbing.redis_window import ServerClockRedisStorage
 
 
 class Rate(Protocol):
@@ -107,7 +107,7 @@ def seconds_until_reset(stats: WindowStats) -> float:
     """How long until the window's oldest count leaves it (a Retry-After), never negative.
 
     ``reset_time`` is in this host's wall-clock seconds whatever clock timed the window: Redis's
-    is translated into them (``notify.redis_window``), the monotonic clock's too (``InProcessWindow``).
+    is translated into them (``plumbing.redis_window``), the monotonic clock's too (``InProcessWindow``).
     """
     return max(0.0, float(stats.reset_time) - time.time())
 

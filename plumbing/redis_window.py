@@ -1,4 +1,4 @@
-"""The moving windows of the rate limits and failure counts (``notify.ratelimit``), timed by Redis's clock.
+"""The moving windows of the rate limits and failure counts (``plumbing.ratelimit``), timed by Redis's clock.
 
 ``limits``' Redis storage stamps each counted request with the asking host's ``time.time()``
 and judges the window by it. Web hosts' clocks disagree, and NTP steps a drifted one: a host
@@ -90,7 +90,7 @@ class ServerClockRedisStorage(RedisStorage):
     """``limits``' Redis storage, its moving window timed by the Redis server's clock.
 
     No ``STORAGE_SCHEME`` of its own: ``limits`` registers a class that names one as the
-    storage for those URIs everywhere; this one is made by name (``notify.ratelimit.limiter_for``).
+    storage for those URIs everywhere; this one is made by name (``plumbing.ratelimit.limiter_for``).
     """
 
     def initialize_storage(self, _uri: str) -> None:
