@@ -79,10 +79,13 @@ PROCESSING_HORIZON_SECONDS = 3
 CLOCK_OFFSETS = {0: 30.0, 1: -30.0}
 # Events poisoned once, as created: each step of theirs raises (ways alternating). Contained,
 # each backs off and takes no other event's turn meanwhile (a doubling from 0.5 s, at most 4 s:
-# a dozen failed steps at most in a 25 s life), is paged as failing and expires on time; the
-# healthy events created in the POISON_WINDOW after it must get their SMS tried before their
-# fallback deadline. Worker kills are held off until their deadlines have passed.
+# a dozen failed steps at most in a 25 s life), is paged as failing and expires on time, and the
+# healthy events created in the POISON_WINDOW after it go at the run's own pace: no larger a
+# share of them has its SMS tried after its fallback deadline than of those created in the
+# POISON_WINDOW before it, give or take HELD_BACK_MARGIN (uncontained, the poisoned events took
+# every turn and nearly all of them did). Worker kills are held off around both windows.
 POISONED_EVENTS = 3
+HELD_BACK_MARGIN = 0.5
 # The sender of the run's policy (bench.database.seconds_scale_policy).
 POLICY_SENDER = "+15005550006"
 POISONS = ("sealed_entry", "time_zone")
@@ -432,7 +435,7 @@ def _fault_plan(rng: random.Random, run: Run) -> list[tuple[float, str]]:
     # delays the step it interrupts by a lease, which the poison must not be blamed for).
     poison = max(3.0, feeding * 0.1)
     plan.append((poison, "poison_events"))
-    calm = (poison - 1.0, poison + POISON_WINDOW + 7.0)
+    calm = (poison - POISON_WINDOW - 7.0, poison + POISON_WINDOW + 7.0)
     plan = [(at, fault) if fault != "kill_worker" or not calm[0] <= at <= calm[1] else (calm[1], fault)
             for at, fault in plan]  # fmt: skip
     # A relay slower than the lease, every reply inside the read timeout: now and then, for the
@@ -607,9 +610,8 @@ def _verdict(run: Run, simulator, created: list[str]) -> dict[str, object]:
 
 def _poison_verdict(run: Run, created: list[str], log) -> tuple[dict[str, object], list[dict[str, str]]]:
     """The summary's ``poisoned`` block, and its violations: a poisoned event not paged as failing,
-    one that took more turns than its backoff allows, a healthy event of the window left late."""
-    from notify import machine
-    from notify.models import Claim, Event
+    one that took more turns than its backoff allows, healthy events held back while they failed."""
+    from notify.models import Event
 
     poisoned = {event.id: event for event in Event.objects.filter(pk__in=run.poisoned)}
     triggered = {entry["dedup_key"] for entry in log if entry["action"] == "trigger" and entry["outcome"] == "accepted"}
@@ -622,15 +624,17 @@ def _poison_verdict(run: Run, created: list[str], log) -> tuple[dict[str, object
         if failed[event_id] > POISONED_STEPS_AT_MOST:
             detail = f"{failed[event_id]} failed steps (bound {POISONED_STEPS_AT_MOST}): it took others' turns"
             violations.append({"kind": "poisoned_took_turns", "event_id": event_id, "detail": detail})
-    window = _poison_window(created, poisoned)
-    tried = dict(Claim.objects.filter(event__in=window, channel="sms").values_list("event_id", "submitted_at"))
-    late = [
-        event.id
-        for event in window.select_related("policy")
-        if (at := tried.get(event.id)) is None or at > machine.fallback_deadline(event, event.policy)
-    ]
-    detail = "its SMS was not tried before its fallback deadline while poisoned events failed"
-    violations += [{"kind": "healthy_event_late", "event_id": event_id, "detail": detail} for event_id in late]
+    first = min((event.created_at for event in poisoned.values()), default=None)
+    before, after = _late_share(created, poisoned, first, -POISON_WINDOW), _late_share(created, poisoned, first, 0.0)
+    if (
+        after["events"]
+        and after["late"] / after["events"] > before["late"] / max(before["events"], 1) + HELD_BACK_MARGIN
+    ):
+        detail = (
+            f"{after['late']} of {after['events']} created after the poisoning missed D,"
+            f" {before['late']} of {before['events']} before it"
+        )
+        violations.append({"kind": "healthy_events_held_back", "event_id": "", "detail": detail})
     failures = sum(failed[event_id] for event_id in poisoned)
     block = {
         "events": len(poisoned),
@@ -640,8 +644,10 @@ def _poison_verdict(run: Run, created: list[str], log) -> tuple[dict[str, object
         "failed_steps": failures,
         # Steps of other events that raised: none is expected; each is a bug the run found.
         "failed_steps_of_healthy_events": sum(failed.values()) - failures,
-        "healthy_in_window": window.count(),
-        "healthy_late": len(late),
+        # Healthy events created in the 5 s before and after the poisoning, and how many of each
+        # had their SMS tried only after their fallback deadline D.
+        "healthy_before": before,
+        "healthy_after": after,
     }
     if not poisoned:
         violations.append({"kind": "poison_unmet", "event_id": "", "detail": "no event was poisoned"})
@@ -660,16 +666,24 @@ def _failed_steps() -> Counter[str]:
     return failed
 
 
-def _poison_window(created: list[str], poisoned: dict[str, Any]):
-    """The healthy events created in the POISON_WINDOW after the first poisoned one."""
-    from notify.models import Event
+def _late_share(created: list[str], poisoned: dict[str, Any], first: Any, offset: float) -> dict[str, int]:
+    """Of the healthy events created in the POISON_WINDOW from ``offset`` seconds after the first
+    poisoned one, how many there were and how many had their SMS tried only after D."""
+    from notify import machine
+    from notify.models import Claim, Event
 
-    first = min((event.created_at for event in poisoned.values()), default=None)
     if first is None:
-        return Event.objects.none()
-    return Event.objects.filter(
-        pk__in=created, created_at__gte=first, created_at__lt=first + timedelta(seconds=POISON_WINDOW)
+        return {"events": 0, "late": 0}
+    start = first + timedelta(seconds=offset)
+    window = Event.objects.filter(
+        pk__in=created, created_at__gte=start, created_at__lt=start + timedelta(seconds=POISON_WINDOW)
     ).exclude(pk__in=poisoned)
+    tried = dict(Claim.objects.filter(event__in=window, channel="sms").values_list("event_id", "submitted_at"))
+    late = sum(
+        (at := tried.get(event.id)) is None or at > machine.fallback_deadline(event, event.policy)
+        for event in window.select_related("policy")
+    )
+    return {"events": len(window), "late": late}
 
 
 def _tally(name: str) -> int:
