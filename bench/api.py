@@ -40,7 +40,7 @@ from notify.api.events import reset_request
 from notify.api.schemas import CreateEvent
 from notify.events import create_event
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
-from notify.states import Channel, Normalized, Source
+from notify.rules.vocabulary import Channel, Normalized, Source
 from notify.transitions import ObservationInput, record_receipt
 from notify.worker import sms_callback_url
 from plumbing.clock import current_clock

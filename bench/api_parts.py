@@ -28,7 +28,7 @@ from notify.api.auth import ServiceTokenAuth
 from notify.api.events import reset_request
 from notify.api.schemas import CreatedEvent, CreateEvent
 from notify.models import ServiceToken
-from notify.states import Channel, Normalized, Source
+from notify.rules.vocabulary import Channel, Normalized, Source
 from notify.worker import sms_callback_url
 from plumbing.clock import current_clock
 from policies.cache import published_version, still_published

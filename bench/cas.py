@@ -24,7 +24,7 @@ from django.db import connection, connections
 
 from bench import database
 from notify.models import Claim, Event, claim_key
-from notify.states import Channel, ClaimState, NextAction, Normalized, Source, State
+from notify.rules.vocabulary import Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transitions import ObservationInput, record_observation
 from policies.models import PolicyVersion
 

@@ -669,8 +669,8 @@ def _failed_steps() -> Counter[str]:
 def _late_share(created: list[str], poisoned: dict[str, Any], first: Any, offset: float) -> dict[str, int]:
     """Of the healthy events created in the POISON_WINDOW from ``offset`` seconds after the first
     poisoned one, how many there were and how many had their SMS tried only after D."""
-    from notify import machine
     from notify.models import Claim, Event
+    from notify.rules import machine
 
     if first is None:
         return {"events": 0, "late": 0}

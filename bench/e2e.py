@@ -82,9 +82,9 @@ from bench import profile as profiling
 from bench.api import creation_body
 from bench.stats import spread
 from config import lanes
-from notify import machine
 from notify.models import Claim, Event, Observation, ServiceToken, Transition
-from notify.states import Channel, ClaimState, Normalized, State
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, ClaimState, Normalized, State
 from plumbing.clock import current_clock
 from simulator.process import start_simulator
 

@@ -1,6 +1,6 @@
 """The decision code, compiled with mypyc apart from its source, and used only while it is current.
 
-``MODULES`` are the worker's decisions (``notify.machine``), the transition table's plans with
+``MODULES`` are the worker's decisions (``notify.rules.machine``), the transition table's plans with
 the in-memory half of the writer (``notify.transitions``) and the replay that runs both over
 history (``runbook.replay.simulate``): the whole inner loop of a replay, spread thin over many
 small functions, which is where an interpreter's overhead is all of the cost. Compiled, the same
@@ -33,7 +33,7 @@ from types import ModuleType
 
 from config.env import env_bool
 
-MODULES = ("notify.machine", "notify.transitions", "runbook.replay.simulate")
+MODULES = ("notify.rules.machine", "notify.transitions", "runbook.replay.simulate")
 ROOT = Path(__file__).resolve().parent.parent
 OUT = "build/native"  # the compiled files, under ROOT
 STAMP = "native.json"  # under OUT

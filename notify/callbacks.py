@@ -17,8 +17,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from twilio.request_validator import HMAC_SHA256, RequestValidator, get_signature_algorithm
 
-from notify import machine, tasks, transitions
-from notify.states import Channel, Source
+from notify import tasks, transitions
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, Source
 from notify.transitions import ObservationInput
 from notify.transports.twilio_sms import normalize
 from notify.worker import sms_callback_url

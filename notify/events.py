@@ -11,9 +11,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.db import models
 
-from notify import machine, rows, vault
+from notify import rows, vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
-from notify.states import Cause, Channel, Purpose, State
+from notify.rules import machine
+from notify.rules.vocabulary import Cause, Channel, Purpose, State
 from policies import locales, rendering, segments
 from policies.cache import presumed_published, published_version, still_published
 from policies.models import PolicyVersion

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from notify import machine, messages
+from notify import messages
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Channel, Normalized, State
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, Normalized, State
 
 
 @dataclass(frozen=True)

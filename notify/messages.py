@@ -9,7 +9,7 @@ from datetime import datetime
 from django.core.mail import EmailMessage
 
 from notify.models import claim_key
-from notify.states import Channel
+from notify.rules.vocabulary import Channel
 from notify.vault import Destinations
 from policies import rendering
 from policies.models import MessagePurpose, PolicyVersion

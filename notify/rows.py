@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.db.backends.utils import CursorWrapper
 
-from notify.machine import ClaimSnapshot, EventSnapshot
-from notify.states import Channel, ClaimState
+from notify.rules.machine import ClaimSnapshot, EventSnapshot
+from notify.rules.vocabulary import Channel, ClaimState
 from plumbing.clock import parse_database_time
 from policies.cache import policy_version
 from policies.models import PolicyVersion

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from notify import machine
 from notify.models import Tally, TallyWatermark
-from notify.states import Effect, Normalized
+from notify.rules import machine
+from notify.rules.vocabulary import Effect, Normalized
 
 SUPPRESSED_DUPLICATE_CLAIMS = "suppressed_duplicate_claims_total"
 EXPIRED_WITHOUT_OUTCOME = "expired_without_outcome_total"

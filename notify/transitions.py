@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from notify import machine, rows, tallies
-from notify.machine import claim_state_of, plain, state_of
+from notify import rows, tallies
 from notify.models import claim_key
-from notify.states import Cause, Channel, ClaimState, Effect, Normalized, Source, State
+from notify.rules import machine
+from notify.rules.machine import claim_state_of, plain, state_of
+from notify.rules.vocabulary import Cause, Channel, ClaimState, Effect, Normalized, Source, State
 
 log = logging.getLogger("notify.transitions")
 

@@ -18,9 +18,10 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 
-from notify import machine, messages, rows, tallies, transitions, vault
+from notify import messages, rows, tallies, transitions, vault
 from notify.models import Claim, Event, VaultEntry
-from notify.states import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
+from notify.rules import machine
+from notify.rules.vocabulary import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
 from notify.transitions import Lease, ObservationInput, Outcome
 from notify.transports import Transports, call_bound, lease_hold
 from notify.transports.base import (

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from notify import tasks, transitions
 from notify.models import Event
-from notify.states import Cause, Channel, Normalized, Source
+from notify.rules.vocabulary import Cause, Channel, Normalized, Source
 from plumbing.clock import current_clock
 from runbook import audit
 from runbook.access import ConsoleRequest, requires

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from notify.models import Observation
-from notify.states import Channel, Normalized
+from notify.rules.vocabulary import Channel, Normalized
 
 
 @dataclass(frozen=True)

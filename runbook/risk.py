@@ -17,9 +17,9 @@ from typing import Protocol
 from django.conf import settings
 from django.db.models import Case, DateTimeField, ExpressionWrapper, F, Max, Q, QuerySet, Value, When
 
-from notify import machine
 from notify.models import Claim, Event
-from notify.states import Channel, NextAction
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, NextAction
 from policies.models import AlertMode, PolicyVersion
 from runbook.models import Page, PageMode, PageReason
 

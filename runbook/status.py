@@ -13,9 +13,9 @@ from enum import StrEnum
 from django.conf import settings
 from django.db.models import Min, Q
 
-from notify import machine
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, NextAction, Normalized, State
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, NextAction, Normalized, State
 from policies.models import PolicyVersion, Status
 
 # What ``decide``'s single next action means for the workflow, in the responder's words.

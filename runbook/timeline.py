@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from notify import machine
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Channel
+from notify.rules import machine
+from notify.rules.vocabulary import Channel
 from policies.models import PolicyVersion
 from runbook import outcomes
 

@@ -9,9 +9,9 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 
-from notify import machine
 from notify.models import Event, is_event_id
-from notify.states import Channel, NextAction, State
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, NextAction, State
 from plumbing.clock import current_clock
 from policies.cache import policy_version
 from policies.models import PolicyVersion, Status

@@ -15,7 +15,7 @@ from notify.api.errors import error_body
 from notify.api.schemas import ChannelStatus, CreatedEvent, CreateEvent, Error, EventStatus, Service
 from notify.events import EventRefused, Refusal, ResetRequest, create_event
 from notify.models import Event, Observation, ServiceToken, is_event_id
-from notify.states import Channel, ClaimState, NextAction, State
+from notify.rules.vocabulary import Channel, ClaimState, NextAction, State
 from plumbing.clock import current_clock
 
 log = logging.getLogger("notify.api")

@@ -7,7 +7,7 @@ from ninja import Schema
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict  # type: ignore[attr-defined]  # re-exported from pydantic_core
 
-from notify.states import Channel, ClaimState, NextAction, State
+from notify.rules.vocabulary import Channel, ClaimState, NextAction, State
 from policies.locales import MAX_TAG_LENGTH, MAX_TIME_ZONE_LENGTH
 from policies.models import LONGEST_LIFETIME, RESET_URL_MAX_LENGTH
 

@@ -1,6 +1,6 @@
 from django.db import models
 
-from notify.states import Channel, ClaimState
+from notify.rules.vocabulary import Channel, ClaimState
 
 
 def claim_key(channel: str, event_id: str) -> str:

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 from ulid import ULID
 
-from notify.states import NextAction, Purpose, State
+from notify.rules.vocabulary import NextAction, Purpose, State
 from policies.models import PolicyVersion
 
 

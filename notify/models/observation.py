@@ -1,6 +1,6 @@
 from django.db import models
 
-from notify.states import Channel, Effect, Normalized, Source
+from notify.rules.vocabulary import Channel, Effect, Normalized, Source
 
 
 class Observation(models.Model):

@@ -1,6 +1,6 @@
 from django.db import models
 
-from notify.states import Cause, State
+from notify.rules.vocabulary import Cause, State
 
 
 class Transition(models.Model):

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from django.core.mail import EmailMessage
 
-from notify.states import Normalized
+from notify.rules.vocabulary import Normalized
 
 
 class TransportError(Exception):

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.mail import BadHeaderError, EmailMessage
 from django.core.mail.backends.smtp import EmailBackend
 
-from notify.states import Normalized
+from notify.rules.vocabulary import Normalized
 from notify.transports.base import ConfigurationError, PermanentError, Receipt, TransientError, UnknownOutcome
 from plumbing.deadline import Deadline
 

@@ -10,7 +10,7 @@ from twilio.rest import Client
 from twilio.rest.api.v2010.account.message import MessageInstance
 from urllib3.exceptions import NewConnectionError
 
-from notify.states import Normalized
+from notify.rules.vocabulary import Normalized
 from notify.transports.base import (
     ConfigurationError,
     Neighbours,

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from notify import machine
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, ClaimState, Normalized, Source
+from notify.rules import machine
+from notify.rules.vocabulary import Channel, ClaimState, Normalized, Source
 from runbook.replay.timings import DEFAULT_LOCALE, Call, Timing
 
 CHUNK = 1000

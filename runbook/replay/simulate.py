@@ -49,9 +49,10 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from notify import machine, rows, transitions
-from notify.machine import plain, state_of
-from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
+from notify import rows, transitions
+from notify.rules import machine
+from notify.rules.machine import plain, state_of
+from notify.rules.vocabulary import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transports import call_bound
 from policies.models import PolicyVersion
 from runbook import risk

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from notify.states import State
+from notify.rules.vocabulary import State
 from plumbing.clock import system_clock
 from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory, new_event

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from notify.states import State
+from notify.rules.vocabulary import State
 from plumbing.clock import system_clock
 from runbook.models import Page, PageMode
 from tests.browser.conftest import PASSWORD

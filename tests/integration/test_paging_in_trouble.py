@@ -12,7 +12,7 @@ import pytest
 
 from config import lanes
 from notify.models import Event, Transition
-from notify.states import State
+from notify.rules.vocabulary import State
 from policies.models import ChannelPlan
 from runbook import page_audit
 from runbook.models import Page

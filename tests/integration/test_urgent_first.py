@@ -12,7 +12,7 @@ import pytest
 
 from config import lanes
 from notify.models import Claim
-from notify.states import Channel
+from notify.rules.vocabulary import Channel
 from tests.integration.processes import wait_for
 from tests.integration.test_worker_processes import fast_policy, scripted, seconds, settled
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notify import tallies, tasks
 from notify.models import Event, Observation, Tally, Transition
-from notify.states import Cause, Channel, Normalized, State
+from notify.rules.vocabulary import Cause, Channel, Normalized, State
 from plumbing.clock import system_clock
 from policies.models import ChannelPlan
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event

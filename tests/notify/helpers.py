@@ -7,7 +7,7 @@ from twilio.request_validator import RequestValidator
 
 from notify import transitions
 from notify.models import Event
-from notify.states import Cause, Channel, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
 from notify.worker import sms_callback_url
 from tests.factories import CANARY_PHONE

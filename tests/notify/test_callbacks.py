@@ -8,7 +8,7 @@ from django.conf import settings
 from twilio.request_validator import RequestValidator
 
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, ClaimState, Effect, Normalized, State
+from notify.rules.vocabulary import Channel, ClaimState, Effect, Normalized, State
 from notify.worker import sms_callback_url
 from tests.factories import CANARY_PHONE, new_event
 from tests.notify.helpers import SID, claim, drive_to, post_status, submit

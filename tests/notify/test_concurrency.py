@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from notify import machine, transitions
+from notify import transitions
 from notify.models import Claim, Event, Transition
-from notify.states import Cause, Channel, Effect, Normalized, Source, State
+from notify.rules import machine
+from notify.rules.vocabulary import Cause, Channel, Effect, Normalized, Source, State
 from tests.concurrency import race
 from tests.factories import new_event
 from tests.notify.helpers import claim, drive_to, observe

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from notify import worker
 from notify.models import Event
-from notify.states import NextAction, State
+from notify.rules.vocabulary import NextAction, State
 from tests.notify.helpers import seconds
 from tests.notify.workers import run_until_settled, scripted_event, step
 

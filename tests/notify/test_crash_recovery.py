@@ -10,7 +10,7 @@ import pytest
 
 from notify import transitions
 from notify.models import Observation
-from notify.states import Channel, NextAction, Normalized, State
+from notify.rules.vocabulary import Channel, NextAction, Normalized, State
 from notify.transports import Transports
 from tests.notify.workers import email_count, run_until_settled, scripted_event, sms_count, step
 

@@ -10,7 +10,7 @@ from psycopg import _queries as psycopg_queries
 from notify import vault
 from notify.events import EventRefused, Refusal, create_event
 from notify.models import Claim, Event, Transition, VaultEntry
-from notify.states import Cause, Channel, ClaimState, NextAction, State
+from notify.rules.vocabulary import Cause, Channel, ClaimState, NextAction, State
 from policies.models import ChannelPlan, Status
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, reset_request
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from notify import rows, transitions, worker
 from notify.models import Event, HostClock
-from notify.states import Channel, NextAction
+from notify.rules.vocabulary import Channel, NextAction
 from notify.transports import Transports, lease_hold
 from plumbing import clockwatch
 from plumbing.clock import DatabaseClock, SystemClock, parse_database_time

@@ -11,7 +11,7 @@ from psycopg import sql
 
 from notify import rows
 from notify.models import Claim, Event, Transition, VaultEntry
-from notify.states import State
+from notify.rules.vocabulary import State
 
 MODELS = [Event, Claim, VaultEntry, Transition]
 

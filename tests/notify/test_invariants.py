@@ -8,7 +8,7 @@ import pytest
 from notify import invariants, transitions
 from notify.messages import message_id
 from notify.models import Claim, Event, Observation, Transition, claim_key
-from notify.states import Cause, Channel, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
 from tests.factories import new_event
 
 GRACE = timedelta(seconds=10)

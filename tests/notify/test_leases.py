@@ -2,7 +2,7 @@
 
 from notify import rows, transitions
 from notify.models import Claim, Event, Observation
-from notify.states import Channel, ClaimState, Effect, Normalized, State
+from notify.rules.vocabulary import Channel, ClaimState, Effect, Normalized, State
 from tests.factories import new_event
 from tests.notify.helpers import claim, observe, seconds
 

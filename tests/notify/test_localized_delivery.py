@@ -13,7 +13,7 @@ from aiosmtpd.controller import Controller
 
 from notify import tallies
 from notify.models import Claim, Event, Tally
-from notify.states import Channel, State
+from notify.rules.vocabulary import Channel, State
 from notify.transports import Transports
 from notify.transports.twilio_client import make_client
 from policies.datafiles import DEFAULTS_DIR, load

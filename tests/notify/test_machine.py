@@ -5,9 +5,10 @@ from enum import Enum
 
 import pytest
 
-from notify import machine, states
-from notify.machine import ClaimSnapshot, EventSnapshot
-from notify.states import Channel, ClaimState, NextAction, State
+from notify.rules import machine
+from notify.rules import vocabulary as states
+from notify.rules.machine import ClaimSnapshot, EventSnapshot
+from notify.rules.vocabulary import Channel, ClaimState, NextAction, State
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory
 

@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from notify import machine, transitions
+from notify import transitions
 from notify.models import Claim, Event, Transition
-from notify.states import Cause, Channel, Effect, Normalized, Source, State
+from notify.rules import machine
+from notify.rules.vocabulary import Cause, Channel, Effect, Normalized, Source, State
 from notify.transitions import ObservationInput
 from tests.conftest import T0
 from tests.factories import new_event

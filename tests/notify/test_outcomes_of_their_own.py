@@ -7,7 +7,7 @@ from django.conf import settings
 
 from notify import tallies
 from notify.models import Claim, Event, Observation, Tally
-from notify.states import Channel, ClaimState, Normalized, State
+from notify.rules.vocabulary import Channel, ClaimState, Normalized, State
 from notify.transports import Transports
 from notify.transports.twilio_client import make_client
 from notify.transports.twilio_sms import TwilioSms

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from notify.models import Event
-from notify.states import NextAction, State
+from notify.rules.vocabulary import NextAction, State
 from policies.models import Status
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.helpers import claim, drive_to, seconds

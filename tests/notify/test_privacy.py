@@ -6,7 +6,7 @@ import pytest
 from django.core import serializers
 
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import State
+from notify.rules.vocabulary import State
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, new_event
 from tests.notify.helpers import post_status
 from tests.notify.workers import run_until_settled

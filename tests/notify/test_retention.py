@@ -6,7 +6,7 @@ import time_machine
 
 from notify.models import Event, Observation, Transition, VaultEntry
 from notify.retention import Purged, purge
-from notify.states import Channel, Normalized, Source, State
+from notify.rules.vocabulary import Channel, Normalized, Source, State
 from notify.tasks import purge_retained_data
 from notify.transitions import ObservationInput, record_observation
 from tests.factories import PolicyVersionFactory, new_event

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from notify import tallies, transitions, worker
 from notify.models import Claim, Event, Observation, Tally
-from notify.states import Channel, ClaimState, NextAction, Normalized, State
+from notify.rules.vocabulary import Channel, ClaimState, NextAction, Normalized, State
 from notify.transports import Transports, call_bound, lease_hold
 from notify.transports.base import TransientError
 from notify.transports.smtp_email import SmtpEmail

@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 
 from notify.models import Claim
-from notify.states import Channel, State
+from notify.rules.vocabulary import Channel, State
 from notify.transports.base import Neighbours, SmsMessage, UnknownOutcome
 from notify.transports.twilio_client import make_client
 from notify.transports.twilio_sms import TwilioSms

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from notify import worker
 from notify.models import Claim, Event
-from notify.states import Channel, NextAction, State
+from notify.rules.vocabulary import Channel, NextAction, State
 from tests.notify.helpers import post_status
 from tests.notify.workers import scripted_event
 

@@ -7,7 +7,7 @@ import pytest
 
 from notify import rows, sweeper, transitions
 from notify.models import Event, Transition
-from notify.states import State
+from notify.rules.vocabulary import State
 from tests.concurrency import race
 from tests.factories import new_event
 from tests.notify.helpers import drive_to, seconds

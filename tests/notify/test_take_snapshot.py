@@ -17,7 +17,7 @@ from django.db import connection, connections
 
 from notify import transitions
 from notify.models import Event
-from notify.states import Cause, Channel, State
+from notify.rules.vocabulary import Cause, Channel, State
 from tests.conftest import T0
 from tests.runbook.events import event_in
 

@@ -4,9 +4,9 @@ import itertools
 
 import pytest
 
-from notify.machine import ALLOWED_TRANSITIONS
 from notify.models import Claim, Event, Transition
-from notify.states import Channel, State
+from notify.rules.machine import ALLOWED_TRANSITIONS
+from notify.rules.vocabulary import Channel, State
 from tests.factories import new_event
 from tests.notify.helpers import OPERATIONS, drive_to, seconds
 

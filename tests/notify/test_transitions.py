@@ -1,7 +1,7 @@
 """Applying observations, claims and expiry: evidence is kept, nothing moves backward."""
 
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
 from notify.transitions import refresh_schedule
 from tests.factories import new_event
 from tests.notify.helpers import claim, drive_to, observe, seconds

@@ -2,7 +2,7 @@
 
 import pytest
 
-from notify.states import Normalized
+from notify.rules.vocabulary import Normalized
 from notify.transports.twilio_sms import normalize
 
 DOCUMENTED = {

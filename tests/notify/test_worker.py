@@ -8,7 +8,7 @@ import pytest
 
 from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transports import TransactionOpenError, Transports, call_bound
 from policies.models import ChannelPlan
 from tests.factories import PolicyVersionFactory

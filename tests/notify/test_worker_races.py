@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Channel, Effect, Source, State
+from notify.rules.vocabulary import Channel, Effect, Source, State
 from plumbing.clock import FakeClock
 from tests.concurrency import race
 from tests.notify.helpers import post_status

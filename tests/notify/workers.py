@@ -8,7 +8,7 @@ from django.conf import settings
 from notify import worker
 from notify.messages import message_id
 from notify.models import Event
-from notify.states import NextAction
+from notify.rules.vocabulary import NextAction
 from notify.transports.base import SmsMessage, UnknownOutcome
 from tests.factories import new_event
 

@@ -5,9 +5,9 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notify import machine
-from notify.machine import EventSnapshot
-from notify.states import State
+from notify.rules import machine
+from notify.rules.machine import EventSnapshot
+from notify.rules.vocabulary import State
 from policies.models import DURATION_FIELDS
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory

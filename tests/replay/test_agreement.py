@@ -9,7 +9,7 @@ from django.conf import settings
 from django.test import Client
 
 from notify.models import Claim, Event, Transition
-from notify.states import Channel, ClaimState, State
+from notify.rules.vocabulary import Channel, ClaimState, State
 from notify.transports import Transports
 from runbook.replay.simulate import simulate
 from runbook.replay.timings import Timing

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from notify.models import Event
-from notify.states import Channel, Normalized, State
+from notify.rules.vocabulary import Channel, Normalized, State
 from runbook.replay import timings
 from runbook.replay.export import answer_word
 from runbook.replay.simulate import simulate

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from notify.states import Channel, ClaimState, State
+from notify.rules.vocabulary import Channel, ClaimState, State
 from runbook.replay.simulate import simulate
 from runbook.replay.timings import Call, Timing
 from tests.factories import PolicyVersionFactory

@@ -2,7 +2,7 @@
 
 import csv
 
-from notify.states import State
+from notify.rules.vocabulary import State
 from runbook.replay.report import Candidate, Counts, Target, write_report, write_summary
 from runbook.replay.simulate import Outcome
 

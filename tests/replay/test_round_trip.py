@@ -19,7 +19,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from notify.models import Claim, Event, Transition
-from notify.states import Channel, NextAction
+from notify.rules.vocabulary import Channel, NextAction
 from notify.transports import Transports
 from notify.transports.base import Receipt
 from notify.transports.twilio_sms import normalize

@@ -12,7 +12,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notify.states import Channel, Normalized, Source, State
+from notify.rules.vocabulary import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
 from policies.models import ChannelPlan, PolicyVersion
 from runbook.replay.simulate import EPOCH, POINT_LIMIT, Shared, simulate, trace

@@ -1,7 +1,7 @@
 """Events put into a given state through the real transition functions (never by writing ``state``)."""
 
 from notify import transitions
-from notify.states import Cause, Channel, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
 from tests.factories import new_event
 from tests.notify.helpers import submit
 

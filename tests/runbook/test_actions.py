@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
-from notify.states import Cause, Channel, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
 from runbook.models import AuditAction, AuditEntry
 from tests.concurrency import race
 from tests.factories import CANARY_PHONE, new_event

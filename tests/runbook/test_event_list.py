@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from notify import transitions
-from notify.states import State
+from notify.rules.vocabulary import State
 from runbook import views
 from tests.factories import PolicyVersionFactory, new_event
 from tests.runbook.events import event_in

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from notify import transitions
 from notify.models import Claim
-from notify.states import Channel, ClaimState, Normalized, Source, State
+from notify.rules.vocabulary import Channel, ClaimState, Normalized, Source, State
 from notify.transitions import ObservationInput
 from runbook import timeline as timeline_module
 from runbook.status import Situation

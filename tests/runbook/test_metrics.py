@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notify import tallies, transitions
 from notify.models import Event, Transition
-from notify.states import Cause, Channel, Normalized, Source, State
+from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
 from policies.models import ChannelPlan
 from runbook import risk
 from runbook.metrics import _page_outbox

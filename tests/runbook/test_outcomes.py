@@ -3,7 +3,7 @@
 import pytest
 
 from notify.models import Observation
-from notify.states import Channel, Normalized
+from notify.rules.vocabulary import Channel, Normalized
 from runbook import outcomes
 
 

@@ -17,7 +17,7 @@ from django.db import connection
 from bench import chaos_paging
 from bench.chaos_paging import Backlog
 from notify import transitions
-from notify.states import Channel, Normalized, Source, State
+from notify.rules.vocabulary import Channel, Normalized, Source, State
 from runbook import page_audit, pager, risk
 from simulator.pager_state import PagerLogEntry
 from tests.conftest import T0

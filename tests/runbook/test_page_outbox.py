@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from notify import tallies
-from notify.states import Normalized, Source, State
+from notify.rules.vocabulary import Normalized, Source, State
 from runbook import pager, pager_client, pager_quota, risk, tasks
 from runbook.models import Page, PagerQuota
 from tests.factories import PolicyVersionFactory

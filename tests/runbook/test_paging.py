@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from notify.states import Normalized, Source, State
+from notify.rules.vocabulary import Normalized, Source, State
 from runbook import pager, risk
 from runbook.models import Page, PageMode
 from runbook.pager_client import PagerError

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from notify import transitions
 from notify.models import Observation
-from notify.states import Channel, Normalized, Source, State
+from notify.rules.vocabulary import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, new_event
 from tests.notify.test_crash_recovery import crashing

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from notify.states import State
+from notify.rules.vocabulary import State
 from policies.models import PolicyVersion, Status, content_digest
 from runbook import projections
 from runbook.models import Page, PageMode, PolicyApproval, Projection, Recommendation

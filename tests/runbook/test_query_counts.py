@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from notify.states import Normalized, State
+from notify.rules.vocabulary import Normalized, State
 from tests.factories import new_event
 from tests.runbook.events import event_in, observe
 

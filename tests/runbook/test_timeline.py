@@ -6,7 +6,7 @@ import pytest
 
 from notify import transitions
 from notify.models import Claim, Observation, Transition
-from notify.states import Channel, Normalized, Source, State
+from notify.rules.vocabulary import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
 from runbook import timeline
 from tests.factories import new_event

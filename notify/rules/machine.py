@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import NamedTuple, Protocol
 
-from notify.states import Channel, ClaimState, NextAction, Normalized, State
+from notify.rules.vocabulary import Channel, ClaimState, NextAction, Normalized, State
 from policies.models import PolicyVersion
 
 # ``State(value)`` and ``ClaimState(value)`` go through Enum's call machinery (about 0.3 µs);
 # every decision converts a stored state, and replay makes millions, so these look it up instead.
-# Here, not in notify.states, so that they are compiled with their callers (config.native):
+# Here, not in notify.rules.vocabulary, so that they are compiled with their callers (config.native):
 # interpreted, each call cost the compiled decision code a Python frame.
 # A member hashes and compares as its value, so a member or a stored string finds its member.
 _STATES: dict[str, State] = {member.value: member for member in State}
@@ -33,7 +33,7 @@ def claim_state_of(value: str) -> ClaimState:
 
 
 def plain(member: Enum) -> str:
-    """A member's value as a plain ``str``, as it is stored (every enum in ``notify.states`` is text).
+    """A member's value as a plain ``str``, as it is stored (every enum in ``notify.rules.vocabulary`` is text).
 
     ``member.value`` is ``enum.property``, Python code that compiled callers (config.native) pay
     a frame for on every read; ``_value_`` is the attribute it reads.
