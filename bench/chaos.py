@@ -16,7 +16,7 @@ keeps no message body (ContentRetention=discard and body redaction), and in the 
 masks numbers too.
 
 At the end ``notify.invariants`` reads the database and the simulator's counts,
-``runbook.page_audit`` the pager stand-in's log (``bench.chaos_paging``); the logs and a sample
+``runbook.paging.invariants`` the pager stand-in's log (``bench.chaos_paging``); the logs and a sample
 of console pages are searched for the personal data the events carried and the routing key.
 A JSON summary goes to stdout and ``bench/results/chaos.json``; any violation fails the run.
 """
@@ -311,7 +311,7 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         _supervise(run, [*workers, *lane_workers])
 
     _settle(lambda: _ended(created), deadline=time.monotonic() + 90, supervise=supervise)
-    from runbook.page_audit import outbox_drained
+    from runbook.paging.invariants import outbox_drained
 
     _settle(outbox_drained, deadline=time.monotonic() + 300, supervise=supervise)
     return _verdict(run, simulator, created)

@@ -2,7 +2,7 @@
 
 The run's policy pages (alert mode ``page``) with a margin on the run's seconds scale, and
 pages go to the simulator's PagerDuty Events v2 stand-in. The verdict turns the stand-in's
-log of every message that arrived into ``runbook.page_audit.Received`` and checks the paging
+log of every message that arrived into ``runbook.paging.invariants.Received`` and checks the paging
 invariants over it, counts what the stand-in refused and why, and measures how late the
 pages opened while the step workers were paused were: a page is only worth something if it
 comes while the backlog is on.
@@ -18,7 +18,7 @@ from bench.stats import spread
 from simulator.pager_state import PagerLogEntry
 
 if TYPE_CHECKING:
-    from runbook.page_audit import Received
+    from runbook.paging.invariants import Received
 
 RISK_INTERVAL_SECONDS = 1.0
 PAGER_TIMEOUT_SECONDS = 1.0
@@ -75,7 +75,7 @@ class Backlog:
 
 def received(log: Iterable[PagerLogEntry]) -> list["Received"]:
     # Imported here: Django is set up only once the run has chosen its database.
-    from runbook.page_audit import from_log
+    from runbook.paging.invariants import from_log
 
     return from_log(log)
 
@@ -84,8 +84,8 @@ def verdict(
     created: Sequence[str], log: Sequence[PagerLogEntry], backlogs: Sequence[Backlog]
 ) -> tuple[dict[str, object], list[dict[str, str]]]:
     """The summary's ``paging`` block, and the paging violations."""
-    from runbook import page_audit
     from runbook.models import Page, PageMode
+    from runbook.paging import invariants
 
     pages = list(Page.objects.filter(event_id__in=created, mode=PageMode.PAGE).select_related("event__policy"))
     # At risk at act_by - margin, and act_by was opened_at + budget_seconds when the page opened
@@ -126,7 +126,7 @@ def verdict(
     in_flight = timedelta(seconds=PAGER_TIMEOUT_SECONDS + 1)
     # An outcome a paused step had observed lands only when the backlog ends: the audit dates that end so.
     stalls = [backlog.span() for backlog in backlogs]
-    checked = page_audit.check(received(log), in_flight=in_flight, stalls=stalls)
+    checked = invariants.check(received(log), in_flight=in_flight, stalls=stalls)
     violations = [violation.__dict__ for violation in checked]
     violations += _proof_violations(block, lateness)
     return block, violations

@@ -26,7 +26,7 @@ import config.urls
 from bench import database
 from bench.stats import spread
 from policies.models import PolicyVersion
-from runbook.access import ConsoleRequest, requires
+from runbook.console.access import ConsoleRequest, requires
 
 EVENTS = 1_000_000
 OPEN_SHARE = 0.02

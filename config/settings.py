@@ -122,7 +122,7 @@ NOTIFY_CLOCK_OFFSET = env_float("NOTIFY_CLOCK_OFFSET", 0.0)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 
 INSTALLED_APPS = [
-    # The admin with its login throttled like the console's (runbook/logins.py).
+    # The admin with its login throttled like the console's (runbook/console/logins.py).
     "config.apps.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -311,7 +311,7 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = HTTPS
 # Prometheus scrapes over the internal network, usually in plain HTTP.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
-# The bearer token Prometheus presents for /metrics (runbook/metrics_endpoint.py). Unset in
+# The bearer token Prometheus presents for /metrics (runbook/metrics/endpoint.py). Unset in
 # production, /metrics refuses every scrape (403) and `check --deploy` says why: the service
 # keeps delivering resets, the refused scrape shows in Prometheus as `up == 0`, and nothing
 # is ever served without a token. The embedded default generates one (var/dev-secrets.json).
@@ -400,7 +400,7 @@ NOTIFY_FAILING_AFTER = env_int("NOTIFY_FAILING_AFTER", 3, minimum=1)
 # ("US=key,EU=key"). A region in page mode without a key keeps its pages queued, not lost.
 NOTIFY_RISK_INTERVAL = env_float("NOTIFY_RISK_INTERVAL", 5.0, minimum=0.5)
 
-# Policy drafts are judged on evidence (runbook/projections.py): a replay of the region's last
+# Policy drafts are judged on evidence (runbook/evidence/projections.py): a replay of the region's last
 # PROJECTION_WINDOW_DAYS of history (never past the observation retention) against the draft and
 # the published version. With fewer than PROJECTION_MIN_RECORDS records in it, a seeded generated
 # set of PROJECTION_GENERATED_RECORDS is replayed instead, and the projection says so. A draft

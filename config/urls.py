@@ -3,8 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from notify.api import api
-from runbook.logins import LoginView
-from runbook.metrics_endpoint import metrics
+from runbook.console.logins import LoginView
+from runbook.metrics.endpoint import metrics
 
 # Requests Django refuses before any view (a Host it does not serve): the API's error shape on its paths.
 handler400 = "notify.api.errors.bad_request"

@@ -4,8 +4,8 @@ from django.contrib import admin
 
 from notify.admin import ReadOnly
 from policies.models import PolicyVersion
+from runbook.evidence.admin import EvidencedPolicyVersionAdmin
 from runbook.models import AuditEntry
-from runbook.policy_admin import EvidencedPolicyVersionAdmin
 
 if TYPE_CHECKING:
     _AuditAdmin = admin.ModelAdmin[AuditEntry]

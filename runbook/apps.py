@@ -4,11 +4,11 @@ from django.apps import AppConfig
 from django.core import checks
 from django.db.models.signals import post_migrate
 
-from runbook.metrics_endpoint import check_metrics_token
+from runbook.metrics.endpoint import check_metrics_token
 
 
 def _create_roles(sender: AppConfig, **kwargs: Any) -> None:
-    from runbook.roles import ensure_groups  # models are importable only once apps are ready
+    from runbook.console.roles import ensure_groups  # models are importable only once apps are ready
 
     ensure_groups()
 
@@ -35,7 +35,7 @@ def _register_metrics() -> None:
         return
     from prometheus_client import REGISTRY
 
-    from runbook.metrics import DeliveryCollector
+    from runbook.metrics.collector import DeliveryCollector
 
     REGISTRY.register(DeliveryCollector())
     _registered = True

@@ -148,7 +148,7 @@ class Evidence(models.Model):
 
 
 class Projection(Evidence):
-    """A policy version's projected effect, computed in the background (``runbook.projections``)
+    """A policy version's projected effect, computed in the background (``runbook.evidence.projections``)
     whenever a draft is saved.
 
     One row per version: ``requested_hash`` is the content last asked about, ``content_hash`` the

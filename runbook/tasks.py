@@ -10,7 +10,8 @@ from kombu.exceptions import OperationalError
 
 from notify import broker, tallies
 from plumbing.clock import current_clock
-from runbook import pager, projections, risk
+from runbook.evidence import projections
+from runbook.paging import pager, risk
 
 log = logging.getLogger("runbook.tasks")
 

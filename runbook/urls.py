@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from runbook import actions, views
+from runbook.console import actions, views
 
 
 class EventIdConverter:

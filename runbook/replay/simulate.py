@@ -4,7 +4,7 @@ Nothing here decides anything of its own: ``machine.decide`` says what is next a
 ``transitions.observation_change`` / ``fallback_change`` / ``expiry_change`` say what
 the table allows, ``transitions.advance`` moves the event (the in-memory half of the
 writer the worker uses), ``transitions.not_listed`` says what a lookup that did not find
-the SMS proves, and ``runbook.risk.pageable`` says whether a page would go out. The record
+the SMS proves, and ``runbook.paging.risk.pageable`` says whether a page would go out. The record
 supplies only what the providers did and how long it took.
 
 The provider model, per the worker (``notify/worker.py``). Each call is answered as history
@@ -55,7 +55,7 @@ from notify.rules.machine import plain, state_of
 from notify.rules.vocabulary import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transports import call_bound
 from policies.models import PolicyVersion
-from runbook import risk
+from runbook.paging import risk
 from runbook.replay.timings import DEFAULT_LOCALE, Call, Timing
 
 # The simulated clock's zero, naive: replay's times are all UTC and all derived from this one, so

@@ -3,7 +3,7 @@ from datetime import timedelta
 from django import template
 
 from notify.models import Observation
-from runbook import outcomes
+from runbook.console import outcomes
 
 register = template.Library()
 
@@ -33,5 +33,5 @@ def magnitude(value: timedelta | None) -> timedelta | None:
 
 @register.filter
 def outcome(observation: Observation) -> outcomes.Outcome:
-    """What an observation means, in words (``runbook.outcomes``): ``{% with said=obs|outcome %}``."""
+    """What an observation means, in words (``runbook.console.outcomes``): ``{% with said=obs|outcome %}``."""
     return outcomes.of(observation)

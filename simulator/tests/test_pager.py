@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from runbook import pager_client
+from runbook.paging import pagerduty
 from simulator.control import SimulatorControlError
 from simulator.pager_limit import EVENTS_PER_WINDOW, WINDOW_SECONDS
 from simulator.tests.helpers import wait_for
@@ -223,11 +223,11 @@ def test_the_products_pager_client_reads_each_outage_phase_as_what_it_is(
     simulator, phase, answered, throttled, retry_after
 ):
     url = f"{simulator.base_url}/v2/enqueue"
-    pager_client.post(url, trigger("evt_before"), timedelta(seconds=1))
+    pagerduty.post(url, trigger("evt_before"), timedelta(seconds=1))
     simulator.control.pager_outage([phase])
 
-    with pytest.raises(pager_client.PagerError) as refused:
-        pager_client.post(url, trigger("evt_during"), timedelta(seconds=0.5))
+    with pytest.raises(pagerduty.PagerError) as refused:
+        pagerduty.post(url, trigger("evt_during"), timedelta(seconds=0.5))
 
     assert (refused.value.answered, refused.value.throttled, refused.value.retry_after) == (
         answered,

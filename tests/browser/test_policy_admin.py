@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from plumbing.clock import system_clock
 from policies.models import PolicyVersion, Status
-from runbook import projections
+from runbook.evidence import projections
 from runbook.models import PolicyApproval
 from runbook.replay import timings
 from tests.browser.conftest import PASSWORD

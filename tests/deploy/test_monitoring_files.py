@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runbook.metrics import DeliveryCollector
+from runbook.metrics.collector import DeliveryCollector
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "alerts.yml"

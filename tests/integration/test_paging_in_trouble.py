@@ -14,8 +14,8 @@ from config import lanes
 from notify.models import Event, Transition
 from notify.rules.vocabulary import State
 from policies.models import ChannelPlan
-from runbook import page_audit
 from runbook.models import Page
+from runbook.paging import invariants
 from tests.integration.processes import wait_for
 from tests.integration.test_worker_processes import TERMINAL, fast_policy, scripted, seconds, settled
 from tests.runbook.pager_receiver import Receiver
@@ -66,7 +66,7 @@ def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_wit
         return all(state in TERMINAL for state in states)
 
     wait_for(all_ended, timeout=90, message="every event to end")
-    wait_for(page_audit.outbox_drained, timeout=20, message="every page message to be delivered")
+    wait_for(invariants.outbox_drained, timeout=20, message="every page message to be delivered")
 
     pages = {page.event_id: page for page in Page.objects.all()}
     assert {event.id for event in held} <= pages.keys()  # each went at risk while its step waited
@@ -78,11 +78,11 @@ def test_a_backlog_of_steps_longer_than_the_budget_pages_the_events_it_holds_wit
         if received.action == "trigger":
             opened = pages[received.dedup_key].opened_at
             assert received.at - opened < timedelta(seconds=RISK_INTERVAL + SCHEDULING_SLACK)
-    assert page_audit.check(receiver.log, in_flight=timedelta(seconds=1)) == []
+    assert invariants.check(receiver.log, in_flight=timedelta(seconds=1)) == []
 
 
-def stand_in_log(simulator) -> list[page_audit.Received]:
-    return page_audit.from_log(simulator.control.pager_log())
+def stand_in_log(simulator) -> list[invariants.Received]:
+    return invariants.from_log(simulator.control.pager_log())
 
 
 def test_a_pagerduty_outage_neither_slows_the_steps_nor_loses_duplicates_or_misplaces_a_page(
@@ -119,7 +119,7 @@ def test_a_pagerduty_outage_neither_slows_the_steps_nor_loses_duplicates_or_misp
         during.append(scripted(simulator, statuses=[("delivered", 0.2)]))
         time.sleep(0.5)
     settled(*ended_in_outage, *outlive_it, *after_it, *during, timeout=60)
-    wait_for(page_audit.outbox_drained, timeout=30, message="every page message to be delivered")
+    wait_for(invariants.outbox_drained, timeout=30, message="every page message to be delivered")
 
     for event in during:
         first_step = Transition.objects.filter(event_id=event.id, from_state=State.SMS_REQUESTED).earliest("at")
@@ -136,4 +136,4 @@ def test_a_pagerduty_outage_neither_slows_the_steps_nor_loses_duplicates_or_misp
     )
     assert Page.objects.filter(event__in=[event.id for event in ended_in_outage]).count() == len(ended_in_outage)
     # Once per still-open event, none after an event ended, every resolve landed.
-    assert page_audit.check(log, in_flight=timedelta(seconds=1)) == []
+    assert invariants.check(log, in_flight=timedelta(seconds=1)) == []

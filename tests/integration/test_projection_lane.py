@@ -5,7 +5,7 @@ import pytest
 from plumbing.clock import system_clock
 from policies import lifecycle
 from policies.models import content_digest
-from runbook import projections
+from runbook.evidence import projections
 from runbook.models import Projection
 from tests.factories import PolicyVersionFactory
 from tests.integration.processes import wait_for

@@ -10,9 +10,9 @@ from django.urls import reverse
 
 from policies.admin import PolicyVersionAdmin
 from policies.models import PolicyVersion, Status
-from runbook import projections
+from runbook.evidence import projections
+from runbook.evidence.admin import EvidencedPolicyVersionAdmin
 from runbook.models import Recommendation
-from runbook.policy_admin import EvidencedPolicyVersionAdmin
 from tests.policies.admin_client import approve_url, form_of, shown_on
 
 CHANGELIST = reverse("admin:policies_policyversion_changelist")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runbook.page_audit import Received
+from runbook.paging.invariants import Received
 
 
 class Receiver:

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from notify import transitions
 from notify.rules.vocabulary import State
-from runbook import views
+from runbook.console import views
 from tests.factories import PolicyVersionFactory, new_event
 from tests.runbook.events import event_in
 

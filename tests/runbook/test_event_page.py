@@ -10,8 +10,8 @@ from notify import transitions
 from notify.models import Claim
 from notify.rules.vocabulary import Channel, ClaimState, Normalized, Source, State
 from notify.transitions import ObservationInput
-from runbook import timeline as timeline_module
-from runbook.status import Situation
+from runbook.console import timeline as timeline_module
+from runbook.console.status import Situation
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory, new_event
 from tests.runbook.events import WORKER, event_in, observe, record, sms_submitting

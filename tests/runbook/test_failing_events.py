@@ -11,8 +11,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from notify.models import Event
-from runbook import pager, risk
 from runbook.models import Page, PageReason
+from runbook.paging import pager, risk
 from tests.factories import CANARY_EMAIL, PolicyVersionFactory
 from tests.notify.workers import scripted_event, step
 from tests.runbook.test_metrics import METRICS_TOKEN, scrape

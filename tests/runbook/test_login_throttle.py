@@ -17,7 +17,7 @@ from limits.errors import StorageError
 from config.env import Rate
 from plumbing import ratelimit
 from plumbing.ratelimit import limiter_for
-from runbook.logins import BY_ACCOUNT, BY_CLIENT, account_key
+from runbook.console.logins import BY_ACCOUNT, BY_CLIENT, account_key
 from tests.concurrency import race
 from tests.conftest import T0
 from tests.counts import COUNTS_REDIS, in_redis

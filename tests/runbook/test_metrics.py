@@ -9,9 +9,9 @@ from notify import tallies, transitions
 from notify.models import Event, Transition
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
 from policies.models import ChannelPlan
-from runbook import risk
-from runbook.metrics import _page_outbox
+from runbook.metrics.collector import _page_outbox
 from runbook.models import Page, PageMode
+from runbook.paging import risk
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import run_until_settled, scripted_event
 from tests.runbook.events import event_in
@@ -195,7 +195,7 @@ def test_the_schedule_lag_is_the_wait_of_the_oldest_due_step_no_worker_holds(cli
 
 
 def test_pages_sent_and_observed_are_counted_per_region(client, clock, pager_receiver):
-    from runbook import pager
+    from runbook.paging import pager
 
     PolicyVersionFactory.create(region="US", alert_mode="page")
     PolicyVersionFactory.create(region="EU", allowed_sms_country_codes=[44])
@@ -304,7 +304,7 @@ def test_the_outbox_gauges_take_one_query(clock, django_assert_num_queries):
 
 
 def test_a_failing_pager_shows_as_an_ageing_failing_trigger_until_it_lands(client, clock, pager_receiver):
-    from runbook import pager
+    from runbook.paging import pager
 
     PolicyVersionFactory.create(region="US", alert_mode="page")
     PolicyVersionFactory.create(region="EU", allowed_sms_country_codes=[44])  # observe: owes the pager nothing

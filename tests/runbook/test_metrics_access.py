@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from runbook import metrics_endpoint
+from runbook.metrics import endpoint
 from simulator.process import REPO_ROOT
 
 TOKEN = "test-only-metrics-token-0123456789abcdef"
@@ -104,4 +104,4 @@ def test_the_embedded_default_generates_a_metrics_token_of_its_own(tmp_path):
 
     generated = json.loads((tmp_path / "dev-secrets.json").read_text())["metrics_token"]
     assert printed.stdout.strip() == generated
-    assert len(generated) >= metrics_endpoint.MINIMUM_TOKEN_LENGTH
+    assert len(generated) >= endpoint.MINIMUM_TOKEN_LENGTH

@@ -4,7 +4,7 @@ import pytest
 
 from notify.models import Observation
 from notify.rules.vocabulary import Channel, Normalized
-from runbook import outcomes
+from runbook.console import outcomes
 
 
 def _of(normalized, channel=Channel.SMS, raw_status=""):

@@ -18,7 +18,7 @@ from bench import chaos_paging
 from bench.chaos_paging import Backlog
 from notify import transitions
 from notify.rules.vocabulary import Channel, Normalized, Source, State
-from runbook import page_audit, pager, risk
+from runbook.paging import invariants, pager, risk
 from simulator.pager_state import PagerLogEntry
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory
@@ -65,7 +65,7 @@ def test_the_outbox_is_not_drained_while_a_resolve_commits_during_the_check(pagi
 
     resolved: list[int] = []
     with connection.execute_wrapper(resolve_after_the_first_statement):
-        drained = page_audit.outbox_drained()
+        drained = invariants.outbox_drained()
 
     assert resolved == [1]
     assert not drained  # the resolve is owed, and due
@@ -120,9 +120,9 @@ def test_a_trigger_for_an_end_a_stopped_worker_still_held_is_not_late(paging_pol
 
 def test_a_trigger_after_the_held_end_landed_is_still_late(paging_policy, clock, pager_receiver):
     event, backlog = _acceptance_held_by_a_stopped_worker(clock, pager_receiver)
-    late = page_audit.Received("trigger", event.id, backlog.ended + IN_FLIGHT + timedelta(seconds=1), 202)
+    late = invariants.Received("trigger", event.id, backlog.ended + IN_FLIGHT + timedelta(seconds=1), 202)
 
-    found = page_audit.check([*pager_receiver.log, late], in_flight=IN_FLIGHT, stalls=[backlog.span()])
+    found = invariants.check([*pager_receiver.log, late], in_flight=IN_FLIGHT, stalls=[backlog.span()])
 
     assert [(violation.kind, violation.detail) for violation in found] == [
         ("duplicate_trigger", "2 triggers accepted"),
@@ -134,7 +134,7 @@ def test_an_end_in_a_stall_counts_from_the_stall_end_or_the_resolve_whichever_ca
     stall = (T0, T0 + timedelta(seconds=15))
 
     def known(observed: float, resolved: float | None) -> float:
-        at = page_audit.end_known_at(
+        at = invariants.end_known_at(
             T0 + timedelta(seconds=observed),
             None if resolved is None else T0 + timedelta(seconds=resolved),
             [stall],

@@ -7,8 +7,9 @@ import pytest
 
 from notify import tallies
 from notify.rules.vocabulary import Normalized, Source, State
-from runbook import pager, pager_client, pager_quota, risk, tasks
+from runbook import tasks
 from runbook.models import Page, PagerQuota
+from runbook.paging import pager, pagerduty, quota, risk
 from tests.factories import PolicyVersionFactory
 from tests.runbook.events import event_in, observe
 
@@ -153,9 +154,9 @@ def test_pages_of_a_held_back_key_do_not_hold_back_another_keys(held, paging_pol
     eu = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
     clock.advance(AT_RISK)
     assert risk.evaluate(clock.now()).opened == 1
-    pager_quota.take("routing-key-us", pager_quota.BURST, clock.now())  # US sent its burst
+    quota.take("routing-key-us", quota.BURST, clock.now())  # US sent its burst
     if held == "paused":
-        pager_quota.pause("routing-key-us", clock.now() + timedelta(minutes=10))  # and met a 429
+        quota.pause("routing-key-us", clock.now() + timedelta(minutes=10))  # and met a 429
     else:
         settings.PAGER_EVENTS_PER_MINUTE = 1
 
@@ -243,14 +244,14 @@ def test_a_pager_that_dribbles_its_answer_is_cut_off_at_the_deadline(paging_poli
     [
         ("7", timedelta(seconds=7)),
         ("Fri, 01 Jan 2026 12:00:30 GMT", timedelta(seconds=30)),
-        ("3600", pager_client.LONGEST_PAUSE),
+        ("3600", pagerduty.LONGEST_PAUSE),
         ("soon", None),
         (None, None),
     ],
 )
 def test_retry_after_is_read_as_seconds_or_a_date_and_bounded(header, pause):
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-    assert pager_client.retry_after(header, now) == pause
+    assert pagerduty.retry_after(header, now) == pause
 
 
 def test_an_evaluation_that_waited_in_its_queue_runs_and_the_ones_queued_behind_it_coalesce(

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 
 from notify.rules.vocabulary import Normalized, Source, State
-from runbook import pager, risk
 from runbook.models import Page, PageMode
-from runbook.pager_client import PagerError
+from runbook.paging import pager, risk
+from runbook.paging.pagerduty import PagerError
 from tests.concurrency import race
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event
 from tests.runbook.events import event_in, observe

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from notify.rules.vocabulary import State
 from policies.models import PolicyVersion, Status, content_digest
-from runbook import projections
+from runbook.evidence import projections
 from runbook.models import Page, PageMode, PolicyApproval, Projection, Recommendation
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.workers import run_until_settled, scripted_event

@@ -5,7 +5,8 @@ had a timeout (notify.broker.bounded_connection), each of these waited on such a
 import logging
 import threading
 
-from runbook import projections, tasks
+from runbook import tasks
+from runbook.evidence import projections
 
 
 def returned_within(call, seconds: float = 30) -> bool:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from runbook.pager_client import LONGEST_PAUSE, retry_after
+from runbook.paging.pagerduty import LONGEST_PAUSE, retry_after
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from notify import transitions
 from notify.models import Claim, Observation, Transition
 from notify.rules.vocabulary import Channel, Normalized, Source, State
 from notify.transitions import ObservationInput
-from runbook import timeline
+from runbook.console import timeline
 from tests.factories import new_event
 from tests.runbook.events import event_in, record, sms_submitting
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runbook.logins import BY_ACCOUNT, BY_CLIENT, account_key
+from runbook.console.logins import BY_ACCOUNT, BY_CLIENT, account_key
 
 
 class Command(BaseCommand):

@@ -23,9 +23,10 @@ from prometheus_client.registry import Collector
 from notify import tallies
 from notify.models import Event, HostClock, Tally
 from plumbing.clock import current_clock
-from runbook import risk, status
+from runbook.console import status
 from runbook.models import Page, PageMode
-from runbook.pager import RESOLVE, TRIGGER
+from runbook.paging import risk
+from runbook.paging.pager import RESOLVE, TRIGGER
 
 log = logging.getLogger("runbook.metrics")
 PREFIX = "reset_delivery"

@@ -15,9 +15,9 @@ from notify import tasks, transitions
 from notify.models import Event
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source
 from plumbing.clock import current_clock
-from runbook import audit
-from runbook.access import ConsoleRequest, requires
-from runbook.forms import NoteForm, SeenLeaseForm, SeenVersionForm
+from runbook.console import audit
+from runbook.console.access import ConsoleRequest, requires
+from runbook.console.forms import NoteForm, SeenLeaseForm, SeenVersionForm
 from runbook.models import AuditAction
 
 

@@ -33,9 +33,9 @@ from django.urls import reverse
 
 from notify import tallies
 from plumbing.clock import Clock, current_clock
-from runbook import pager_client, pager_quota, risk
 from runbook.models import Page, PageReason
-from runbook.pager_client import PagerError
+from runbook.paging import pagerduty, quota, risk
+from runbook.paging.pagerduty import PagerError
 
 log = logging.getLogger("runbook.pager")
 
@@ -72,7 +72,7 @@ class Claimed:
 
 
 def post_to_pager(message: dict[str, Any]) -> None:
-    pager_client.post(settings.PAGER_EVENTS_URL, message, timedelta(seconds=settings.PAGER_TIMEOUT))
+    pagerduty.post(settings.PAGER_EVENTS_URL, message, timedelta(seconds=settings.PAGER_TIMEOUT))
 
 
 def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> Delivered:
@@ -121,7 +121,7 @@ def _due(now: datetime) -> list[tuple[int, str]]:
         ]
         for routing_key, regions in regions_of.items()
         # "": no routing key; its pages fail at once, spending nothing.
-        if not routing_key or pager_quota.may_send(routing_key, now)
+        if not routing_key or quota.may_send(routing_key, now)
     ]
     turns = zip_longest(*sorted(queues))  # the key whose oldest page is oldest goes first
     in_turn = ((page_id, routing_key) for turn in turns for _, page_id, routing_key in filter(None, turn))
@@ -148,7 +148,7 @@ def _within_quota(claims: list[Claimed], blocked: set[str], now: datetime) -> li
         else:
             sending[_routing_key(claimed.page)].append(claimed)
     for routing_key, group in sending.items():
-        granted = pager_quota.take(routing_key, len(group), now)
+        granted = quota.take(routing_key, len(group), now)
         kept += group[:granted]
         if granted < len(group):
             blocked.add(routing_key)
@@ -245,7 +245,7 @@ def _failed(page: Page, action: str, error: PagerError, now: datetime, mine: Any
     wait = error.retry_after or retry_wait(failures, page.event.policy.page_margin)
     if error.throttled:
         # The pager's limit is per routing key: every page of the key waits, not only this one.
-        pager_quota.pause(_routing_key(page), now + wait)
+        quota.pause(_routing_key(page), now + wait)
     uncertain = page.trigger_uncertain or (action == TRIGGER and not error.answered)
     mine.update(
         next_attempt_at=now + wait,

@@ -22,7 +22,7 @@ from policies import lifecycle
 from policies.admin import LIFECYCLE_FIELDS, PREVIEW_FIELDS, PolicyVersionAdmin, staff_of
 from policies.forms import ApprovalForm
 from policies.models import AlertMode, PolicyVersion, Status
-from runbook import approvals, projections
+from runbook.evidence import approvals, projections
 from runbook.models import PolicyApproval, Projection, Recommendation
 
 

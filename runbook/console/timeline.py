@@ -13,7 +13,7 @@ from notify.models import Claim, Event, Observation, Transition
 from notify.rules import machine
 from notify.rules.vocabulary import Channel
 from policies.models import PolicyVersion
-from runbook import outcomes
+from runbook.console import outcomes
 
 RIGHT = 24
 LABEL_ROW = 14

@@ -15,9 +15,9 @@ from notify.rules.vocabulary import Channel, NextAction, State
 from plumbing.clock import current_clock
 from policies.cache import policy_version
 from policies.models import PolicyVersion, Status
-from runbook import audit, status, timeline
-from runbook.access import ConsoleRequest, requires
-from runbook.forms import NoteForm
+from runbook.console import audit, status, timeline
+from runbook.console.access import ConsoleRequest, requires
+from runbook.console.forms import NoteForm
 from runbook.models import AuditAction, AuditEntry, Page, PageMode
 
 PAGE_SIZE = 50

@@ -7,7 +7,7 @@ from django.db import transaction
 
 from policies import lifecycle
 from policies.models import PolicyVersion
-from runbook import projections
+from runbook.evidence import projections
 from runbook.models import PolicyApproval
 
 EVIDENCE_FIELDS = ("compared_with", "window_start", "window_end", "records", "generated", "figures", "broken_targets")

@@ -1,0 +1,1 @@
+"""The on-call console: its pages, actions, access, the operator's audit trail and the log-in throttle."""
