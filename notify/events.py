@@ -69,12 +69,12 @@ class ResetRequest:
 
 
 @dataclass(frozen=True)
-class CreatedEvent:
+class Created:
     event: Event
     created: bool
 
 
-def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = False) -> CreatedEvent:
+def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = False) -> Created:
     """Persist a new event and its SMS intent, or return the one this request already made.
 
     ``sends_wake_up``: the caller sends the new event's first wake-up (``tasks.send``) as
@@ -112,7 +112,7 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
             if rows.insert_together(
                 event, ("service", "client_key"), dependents, only_if=still_published(event.policy)
             ):
-                return CreatedEvent(event, created=True)
+                return Created(event, created=True)
         # Refused, or nothing written: the version may no longer be the published one (judge
         # again under the one that is); else the client key is taken (an earlier request, or a
         # concurrent twin that committed first), and that event answers.
@@ -121,7 +121,7 @@ def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = 
             continue
         existing = existing_event(request, fingerprint)
         if existing is not None:
-            return CreatedEvent(existing, created=False)
+            return Created(existing, created=False)
         if refusal is not None:
             raise refusal
         raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")

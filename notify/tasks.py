@@ -24,10 +24,10 @@ _HOST = f"{socket.gethostname()}:{os.getpid()}"
 
 
 @shared_task(name=broker.ADVANCE)
-def advance(event_id: str) -> str:
+def take_turn(event_id: str) -> str:
     """Step the most urgent due event (this one, unless another is nearer its act_by); schedule its next."""
-    owner = f"{_HOST}:{advance.request.id or 'inline'}"
-    report = worker.advance_most_urgent(event_id, transports=configured(), clock=current_clock(), owner=owner)
+    owner = f"{_HOST}:{take_turn.request.id or 'inline'}"
+    report = worker.step_most_urgent(event_id, transports=configured(), clock=current_clock(), owner=owner)
     if report.wake_after is not None:
         countdown = report.wake_after.total_seconds()
         if report.wake_at is not None:  # recorded as the lease went back

@@ -88,7 +88,7 @@ class Change(NamedTuple):
 
 
 def _change(to_state: State, cause: Cause, claimed_channel: Channel | None = None) -> Change:
-    # With tuple.__new__, as advance builds its values: Change's own __new__ is Python code that
+    # With tuple.__new__, as after_write builds its values: Change's own __new__ is Python code that
     # compiled callers (config.native) pay a frame for, and a replay plans millions.
     return tuple.__new__(Change, (to_state, cause, claimed_channel))
 
@@ -162,7 +162,7 @@ NO_USEFUL_LIFE = ObservationInput(
 )
 
 
-class Advanced(NamedTuple):
+class AfterWrite(NamedTuple):
     """The event after one change and/or observation, before anything is written."""
 
     after: rows.Loaded
@@ -170,9 +170,9 @@ class Advanced(NamedTuple):
     claim_move: rows.ClaimMove | None
 
 
-def advance(
+def after_write(
     loaded: rows.Loaded, change: Change | None, observation: ObservationInput | None, now: datetime
-) -> Advanced:
+) -> AfterWrite:
     """Apply a change and an observation to the event in memory, and decide what is next."""
     event = loaded.event
     claims: dict[Channel, machine.ClaimSnapshot] = dict(loaded.claims)
@@ -198,7 +198,7 @@ def advance(
     after = tuple.__new__(machine.EventSnapshot, fields)
     decision = machine.decide(after, claims, loaded.policy, now)
     loaded_after = tuple.__new__(rows.Loaded, (after, version, loaded.lease_token, loaded.policy, claims))
-    return tuple.__new__(Advanced, (loaded_after, decision, claim_move))
+    return tuple.__new__(AfterWrite, (loaded_after, decision, claim_move))
 
 
 def record_observation(
@@ -441,8 +441,8 @@ def _write(
 ) -> tuple[rows.Write, rows.Loaded]:
     """Describe what one attempt writes (the event's state and schedule, and the rows that
     hang on it) and the event as it will be once that lands."""
-    advanced = advance(loaded, change, observation, now)
-    after, decision = advanced.after, advanced.decision
+    written = after_write(loaded, change, observation, now)
+    after, decision = written.after, written.decision
     fields: dict[str, object] = {}
     transition = None
     if change is not None:
@@ -475,7 +475,7 @@ def _write(
             if change is not None and change.claimed_channel is not None
             else None
         ),
-        claim_move=advanced.claim_move,
+        claim_move=written.claim_move,
     )
     return write, after
 

@@ -1,6 +1,6 @@
 """One worker step: advance an event by the actions due now, holding its lease.
 
-A worker never sleeps holding an event. ``advance`` takes the lease, does what
+A worker never sleeps holding an event. ``step_event`` takes the lease, does what
 ``machine.decide`` says is due (calling providers only outside any DB
 transaction), records each outcome through ``notify.transitions``, releases the
 lease and returns when the next action is due, for the caller to schedule a
@@ -72,7 +72,7 @@ def sms_callback_url(event_id: str) -> str:
     return settings.PUBLIC_BASE_URL + reverse("sms-status-callback", args=[event_id])
 
 
-def advance(
+def step_event(
     event_id: str, *, transports: Transports, clock: Clock, owner: str, max_actions: int = MAX_ACTIONS_PER_STEP
 ) -> StepReport:
     """Do every action due now for the event, then return when the next one is due.
@@ -101,7 +101,7 @@ def advance(
     return _leased_step(read, lease, transports, clock, started, max_actions)
 
 
-def advance_most_urgent(
+def step_most_urgent(
     hint: str, *, transports: Transports, clock: Clock, owner: str, max_actions: int = MAX_ACTIONS_PER_STEP
 ) -> StepReport:
     """Step the most urgent due event, whichever event's wake-up brought the worker here.
@@ -111,13 +111,13 @@ def advance_most_urgent(
     only a turn: it steps the due event nearest its ``act_by`` (``rows.take_most_urgent``).
     No event loses its turn: the one a wake-up was sent for is due, so until it is
     stepped every other due event that took a turn still has its own wake-up coming.
-    With nothing due, the hinted event is looked at as ``advance`` does: a wake-up that
+    With nothing due, the hinted event is looked at as ``step_event`` does: a wake-up that
     came early (its host's clock runs ahead) schedules the event's next one.
     """
     started = time.monotonic()
     taken = transitions.take_most_urgent(owner, at=clock.pinned())
     if taken is None:
-        return advance(hint, transports=transports, clock=clock, owner=owner, max_actions=max_actions)
+        return step_event(hint, transports=transports, clock=clock, owner=owner, max_actions=max_actions)
     read, lease = taken
     clock.sync(read.database_time, started, time.monotonic())
     return _leased_step(read, lease, transports, clock, started, max_actions)

@@ -338,7 +338,7 @@ def decide(event: EventFacts, claims: Mapping[Channel, ClaimFacts], policy: Poli
     if due >= event.expires_at:
         # Nothing scheduled can still happen in time: the next thing to happen is expiry.
         return Decision(NextAction.EXPIRE, event.expires_at, deadline)
-    return tuple.__new__(Decision, (action, due, deadline))  # not Decision(...): see transitions.advance
+    return tuple.__new__(Decision, (action, due, deadline))  # not Decision(...): see transitions.after_write
 
 
 def _next_step(

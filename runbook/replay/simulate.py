@@ -2,7 +2,7 @@
 
 Nothing here decides anything of its own: ``machine.decide`` says what is next and when,
 ``transitions.observation_change`` / ``fallback_change`` / ``expiry_change`` say what
-the table allows, ``transitions.advance`` moves the event (the in-memory half of the
+the table allows, ``transitions.after_write`` moves the event (the in-memory half of the
 writer the worker uses), ``transitions.not_listed`` says what a lookup that did not find
 the SMS proves, and ``runbook.paging.risk.pageable`` says whether a page would go out. The record
 supplies only what the providers did and how long it took.
@@ -474,7 +474,7 @@ def _submitting(sim: _Sim, channel: Channel, *, settle_at: datetime, now: dateti
     # settling (an SMS lookup) only once the call can no longer be in flight.
     key = (channel, settle_at, now)
     if not _shared_step(sim, key):
-        # Built with tuple.__new__, as transitions.advance builds its values: a NamedTuple's own
+        # Built with tuple.__new__, as transitions.after_write builds its values: a NamedTuple's own
         # __new__ is Python code that this compiled module pays a frame for.
         claim = tuple.__new__(machine.ClaimSnapshot, (_SUBMITTING, settle_at))
         claims = {**sim.loaded.claims, channel: claim}
@@ -505,11 +505,11 @@ def _move(
     if not _shared_step(sim, key):
         _check_page(sim, until=now)
         change = plan(sim.loaded)
-        advanced = transitions.advance(sim.loaded, change, observation, now)
+        written = transitions.after_write(sim.loaded, change, observation, now)
         entered = None if change is None else plain(change.to_state)
         if entered is not None:
             sim.outcome.states.append(entered)
-        sim.loaded, sim.decision = advanced.after, advanced.decision
+        sim.loaded, sim.decision = written.after, written.decision
         _keep(sim, key, entered)
     sim.segment_start = sim.now = now
     sim.trace_step()

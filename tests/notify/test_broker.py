@@ -54,7 +54,7 @@ OWN = {"id", "root_id", "origin"}
 
 
 def test_a_wake_up_is_the_message_apply_async_sends(step_queue):
-    tasks.advance.apply_async((EVENT_ID,))
+    tasks.take_turn.apply_async((EVENT_ID,))
     broker.publish_advance(EVENT_ID)
 
     by_celery, ours = received(step_queue, 2)

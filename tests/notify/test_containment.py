@@ -27,7 +27,7 @@ def poisoned(simulator, clock):
 
 
 def turn(hint, transports, clock):
-    return worker.advance_most_urgent(hint, transports=transports, clock=clock, owner="worker-1")
+    return worker.step_most_urgent(hint, transports=transports, clock=clock, owner="worker-1")
 
 
 def test_a_poisoned_event_does_not_take_the_turns_of_healthy_events(policy, clock, simulator, transports):

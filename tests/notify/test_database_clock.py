@@ -57,7 +57,7 @@ def test_a_worker_whose_clock_runs_30s_ahead_does_not_take_over_a_live_lease(pol
     assert transitions.take_lease(event.id, "holder", at=None, ttl=LEASE)
     settings.NOTIFY_CLOCK_OFFSET = 31
 
-    ahead = worker.advance(event.id, transports=NO_PROVIDERS, clock=database_clock, owner="ahead")
+    ahead = worker.step_event(event.id, transports=NO_PROVIDERS, clock=database_clock, owner="ahead")
 
     assert ahead.outcome == "busy"
     assert Event.objects.get(pk=event.id).lease_owner == "holder"
@@ -93,7 +93,7 @@ def test_the_intent_holds_the_lease_and_sets_the_settle_time_on_the_databases_cl
     event = new_event(database_now())
 
     before = database_now()
-    report = worker.advance(event.id, transports=transports, clock=database_clock, owner="ahead", max_actions=1)
+    report = worker.step_event(event.id, transports=transports, clock=database_clock, owner="ahead", max_actions=1)
     after = database_now()
 
     assert report.actions == (NextAction.SUBMIT_SMS,)
@@ -134,7 +134,7 @@ def test_each_worker_step_reports_its_hosts_offset_for_the_metrics(policy, setti
     event = new_event(database_now())
     transitions.take_lease(event.id, "holder", at=None, ttl=LEASE)
 
-    worker.advance(event.id, transports=NO_PROVIDERS, clock=database_clock, owner="behind")
+    worker.step_event(event.id, transports=NO_PROVIDERS, clock=database_clock, owner="behind")
     clockwatch.flush()
 
     reported = HostClock.objects.get(host="worker-behind")

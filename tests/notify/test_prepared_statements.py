@@ -33,7 +33,7 @@ def test_a_creation_s_insert_is_prepared_once_and_run_again(db, policy, clock):
 def test_a_worker_step_s_statements_are_prepared(transactional_db, policy, clock, simulator, transports):
     scripted_event(simulator, clock)
 
-    worker.advance_most_urgent("evt_hint", transports=transports, clock=clock, owner="worker-1")
+    worker.step_most_urgent("evt_hint", transports=transports, clock=clock, owner="worker-1")
 
     statements = prepared_statements()
     assert any(statement.startswith("WITH taken AS (UPDATE notify_event") for statement in statements)

@@ -202,13 +202,13 @@ def test_an_email_to_a_relay_slower_than_the_lease_is_sent_once_though_another_w
     def rival():
         # Another worker, woken while the first is still inside its slow call.
         try:
-            rival_reports.append(worker.advance(event.id, transports=transports, clock=clock, owner="rival"))
+            rival_reports.append(worker.step_event(event.id, transports=transports, clock=clock, owner="rival"))
         finally:
             connection.close()
 
     timer = threading.Timer(2.2, rival)
     timer.start()
-    first = worker.advance(event.id, transports=transports, clock=clock, owner="first")
+    first = worker.step_event(event.id, transports=transports, clock=clock, owner="first")
     timer.join()
     settled = run_until_settled_in_real_time(event.id, transports, clock)
 
@@ -225,7 +225,7 @@ def test_an_email_to_a_relay_slower_than_the_lease_is_sent_once_though_another_w
 def run_until_settled_in_real_time(event_id, transports, clock, *, limit=10.0):
     ends = time.monotonic() + limit
     while time.monotonic() < ends:
-        worker.advance(event_id, transports=transports, clock=clock, owner="first")
+        worker.step_event(event_id, transports=transports, clock=clock, owner="first")
         event = Event.objects.get(pk=event_id)
         if event.next_action == NextAction.NONE:
             return event

@@ -25,7 +25,7 @@ FAILED = (("sent", 0), ("failed", 0))
 def counted_step(transports, clock):
     """One turn of the most urgent due event; its report and the statements it sent."""
     with CaptureQueriesContext(connection) as statements:
-        report = worker.advance_most_urgent("evt_hint", transports=transports, clock=clock, owner="worker-1")
+        report = worker.step_most_urgent("evt_hint", transports=transports, clock=clock, owner="worker-1")
     return report, [query["sql"] for query in statements.captured_queries]
 
 

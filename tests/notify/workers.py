@@ -42,7 +42,7 @@ def scripted_event(
 
 
 def step(event_id, transports, clock, *, owner="worker-1", **options):
-    return worker.advance(event_id, transports=transports, clock=clock, owner=owner, **options)
+    return worker.step_event(event_id, transports=transports, clock=clock, owner=owner, **options)
 
 
 def run_until_settled(event_id, transports, clock, *, max_steps=200):
