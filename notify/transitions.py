@@ -45,7 +45,7 @@ class HandBack:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Written:
     result: Effect
     # The event as this call left it: pass it as ``known`` to the caller's next write
     # to skip that write's read. It may be stale by then; the version guard catches it.
@@ -210,7 +210,7 @@ def record_observation(
     lease: Lease | None = None,
     known: rows.Loaded | None = None,
     hand_back: HandBack | None = None,
-) -> Outcome:
+) -> Written:
     """Store an observation and apply the transition it asks for, if the table allows it.
 
     A duplicate, late or out-of-order observation is stored as evidence and moves
@@ -245,7 +245,7 @@ def record_receipt(
     lease: Lease | None = None,
     known: rows.Loaded | None = None,
     hand_back: HandBack | None = None,
-) -> Outcome:
+) -> Written:
     """Record a provider's report on a message, as ``record_observation`` does.
 
     A delivery reported while the SMS still waits for its submit's answer (a receipt
@@ -282,7 +282,7 @@ def claim_email_fallback(
     lease: Lease | None = None,
     known: rows.Loaded | None = None,
     seen_version: int | None = None,
-) -> Outcome:
+) -> Written:
     """Move the event to ``email_claimed`` and insert the email claim, atomically.
 
     Allowed only from a terminal SMS failure or at/after the fallback deadline
@@ -306,7 +306,7 @@ def claim_email_fallback(
 
 def expire(
     event_id: str, *, now: datetime, actor: str, lease: Lease | None = None, known: rows.Loaded | None = None
-) -> Outcome:
+) -> Written:
     """Move a non-terminal event past its ``expires_at`` to ``expired``."""
 
     def plan(loaded: rows.Loaded) -> Change | None:
@@ -315,7 +315,7 @@ def expire(
     return _apply(event_id, plan, now=now, actor=actor, lease=lease, known=known)
 
 
-def refresh_schedule(event_id: str, *, now: datetime, lease: Lease | None = None) -> Outcome:
+def refresh_schedule(event_id: str, *, now: datetime, lease: Lease | None = None) -> Written:
     """Store the event's next action and ``act_by`` as ``decide`` sees them now."""
     return _apply(event_id, lambda loaded: None, now=now, actor="", lease=lease)
 
@@ -330,7 +330,7 @@ def _apply(
     known: rows.Loaded | None = None,
     observation: ObservationInput | None = None,
     hand_back: HandBack | None = None,
-) -> Outcome:
+) -> Written:
     """Attempt ``plan`` against the current event until one compare-and-set lands.
 
     1. Take the event as the caller last saw it (``known``) or load it with its
@@ -351,7 +351,7 @@ def _apply(
                 if observation is not None:
                     evidence = _observation_row(event_id, observation, now, actor, Effect.CONFLICT)
                     rows.insert("notify_observation", evidence)
-                return Outcome(Effect.CONFLICT, loaded)
+                return Written(Effect.CONFLICT, loaded)
         change: Change | None = plan(loaded)  # annotated: mypyc (config.native) cannot infer it
         write, after = _write(event_id, loaded, change, now=now, actor=actor, lease=lease, observation=observation)
         write, handed_back, wake_at = _hand_back(write, after, now, hand_back)
@@ -359,7 +359,7 @@ def _apply(
             if observation is not None and _late_sms(loaded, observation):
                 tallies.add_for_event(tallies.LATE_SMS_ACCEPTANCES, event_id)
             if change is None:
-                return Outcome(effect_of(loaded, change, observation), after, handed_back, wake_at)
+                return Written(effect_of(loaded, change, observation), after, handed_back, wake_at)
             log.info(
                 "transition",
                 extra={
@@ -371,7 +371,7 @@ def _apply(
                     "actor": actor,
                 },
             )
-            return Outcome(Effect.APPLIED, after, handed_back, wake_at)
+            return Written(Effect.APPLIED, after, handed_back, wake_at)
         loaded = None
     raise rows.TransitionRaceError(f"{event_id}: lost {MAX_RACES} races in a row")
 

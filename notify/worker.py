@@ -22,7 +22,7 @@ from notify import messages, rows, tallies, transitions, vault
 from notify.models import Claim, Event, VaultEntry
 from notify.rules import machine
 from notify.rules.vocabulary import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
-from notify.transitions import Lease, ObservationInput, Outcome
+from notify.transitions import Lease, ObservationInput, Written
 from notify.transports import Transports, call_bound, lease_hold
 from notify.transports.base import (
     ConfigurationError,
@@ -345,7 +345,7 @@ class _Step:
         self.audience = read.audience
         self.pending_wake = read.wake_at
         # Set by the write that gave the lease back (``_observe(..., last=True)``).
-        self.handed_back: Outcome | None = None
+        self.handed_back: Written | None = None
         # When the lease runs out: a TTL after it was taken, a moment before this reading (the
         # margin each call is held for covers that moment).
         self.lease_until = clock.now() + known.policy.lease_ttl
@@ -380,7 +380,7 @@ class _Step:
     def _as_holder(self) -> dict[str, Any]:
         return {"actor": self.lease.owner, "lease": self.lease, "known": self.known}
 
-    def _landed(self, outcome: Outcome) -> None:
+    def _landed(self, outcome: Written) -> None:
         if outcome.result == Effect.CONFLICT:
             raise Ended
         self.known = outcome.after

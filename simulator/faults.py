@@ -48,7 +48,7 @@ class SmtpFault(StrEnum):
         return self not in {SmtpFault.TEMP_FAIL, SmtpFault.PERM_FAIL}
 
 
-class Outcome(StrEnum):
+class FinalStatus(StrEnum):
     """How an accepted SMS ends, as drawn from a region's outcome weights."""
 
     DELIVERED = "delivered"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from simulator.faults import CallbackFault, CreateFault, Outcome, SmtpFault
+from simulator.faults import CallbackFault, CreateFault, FinalStatus, SmtpFault
 from simulator.messages import StatusChange
 from simulator.profile import Profile, SmsRegion, pick
 from simulator.scripts import EmailScript, SmsScript, step
@@ -96,7 +96,7 @@ class Planner:
     def _draw_timeline(self, region: SmsRegion) -> tuple[StatusChange, ...]:
         sent = StatusChange("sent", region.sent_latency.draw(self._rng))
         outcome = pick(self._rng, region.outcomes)
-        if outcome is Outcome.NO_RECEIPT:
+        if outcome is FinalStatus.NO_RECEIPT:
             return (sent,)
         return (sent, StatusChange(outcome.value, sent.after_seconds + region.receipt_latency.draw(self._rng)))
 

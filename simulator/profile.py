@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from simulator.faults import CallbackFault, CreateFault, Outcome, SmtpFault
+from simulator.faults import CallbackFault, CreateFault, FinalStatus, SmtpFault
 from simulator.fields import Fields
 
 DEFAULT_PROFILE = Path(__file__).parent / "profiles" / "default.toml"
@@ -50,7 +50,7 @@ class SmsRegion:
     sent_latency: Latency
     receipt_latency: Latency
     """Measured from ``sent``, not from creation."""
-    outcomes: Mapping[Outcome, float]
+    outcomes: Mapping[FinalStatus, float]
     create_faults: Mapping[CreateFault, float]
     hang_seconds: float
     callback_faults: Mapping[CallbackFault, float]
@@ -155,8 +155,8 @@ def _latency(table: Fields) -> Latency:
     return latency
 
 
-def _outcome_weights(table: Fields) -> dict[Outcome, float]:
-    weights = {outcome: table.non_negative(outcome.value, default=0.0) for outcome in Outcome}
+def _outcome_weights(table: Fields) -> dict[FinalStatus, float]:
+    weights = {outcome: table.non_negative(outcome.value, default=0.0) for outcome in FinalStatus}
     table.finish()
     if not any(weights.values()):
         raise ProfileError(f"{table.path}: at least one weight must be positive")

@@ -59,7 +59,7 @@ class Source(models.TextChoices):
 
 class Effect(models.TextChoices):
     """What a piece of evidence (an observation, a receipt) did to its event: one vocabulary for
-    the logs, the metrics' labels and the console (README, "Outcome names")."""
+    the logs, the metrics' labels and the console (README, "Effect names")."""
 
     APPLIED = "applied", "applied: moved the event"
     RECORDED = "recorded", "recorded: kept as evidence, the event stays where it is"

@@ -104,7 +104,7 @@ def claim_fallback(request: ConsoleRequest, event_id: str) -> HttpResponse:
     return _back(event.id)
 
 
-def _refusal(outcome: transitions.Outcome, seen: int) -> str:
+def _refusal(outcome: transitions.Written, seen: int) -> str:
     state = outcome.after.event.state
     if outcome.after.version != seen:
         return f"the event changed since you loaded the page (it is now {state}); review it and decide again."

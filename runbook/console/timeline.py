@@ -13,7 +13,7 @@ from notify.models import Claim, Event, Observation, Transition
 from notify.rules import machine
 from notify.rules.vocabulary import Channel
 from policies.models import PolicyVersion
-from runbook.console import outcomes
+from runbook.console import wording
 
 RIGHT = 24
 LABEL_ROW = 14
@@ -174,7 +174,7 @@ def _title(transition: Transition) -> str:
 
 def _observation_point(observation: Observation, x: float, y: float) -> Point:
     """A point styled by what the observation means (its outcome kind), titled in the same words."""
-    said = outcomes.of(observation)
+    said = wording.of(observation)
     title = f"{observation.channel} {observation.source}: {said.label} at {observation.recorded_at:%H:%M:%S} UTC"
     return Point(x, y, f"obs-{said.kind}", title)
 

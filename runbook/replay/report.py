@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy
 
-from runbook.replay.simulate import Outcome
+from runbook.replay.simulate import Replayed
 
 COUNTED = [
     "extra_messages",
@@ -62,7 +62,7 @@ class Counts:
     claim_remaining: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
     by_locale: dict[str, Sent] = field(default_factory=dict)
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Replayed) -> None:
         self.events += 1
         self.sms_segments += outcome.sms_segments
         sent = self.by_locale.get(outcome.locale) or self.by_locale.setdefault(outcome.locale, Sent())

@@ -20,7 +20,7 @@ one's answer again):
   D the event yields to the email: never a second SMS. The horizon is
   ``TWILIO_PROCESSING_HORIZON``, the one the production transport is given. A record accepted
   later than that breaks the provider's promise: the message is then resubmitted, as the
-  worker would, and ``Outcome.sms_attempts`` shows it.
+  worker would, and ``Replayed.sms_attempts`` shows it.
 - The terminal receipt comes ``sms_terminal_s`` after the accepted call began. One that came by
   callback arrives then, whenever that is: before the submit's answer too (the callback needs no
   lease), in which case a delivery implies the acceptance, as ``record_receipt`` has it, and so
@@ -174,7 +174,7 @@ def _open(timing: Timing, policy: PolicyVersion) -> _Point:
 
 
 @dataclass
-class Outcome:
+class Replayed:
     final_state: State
     claimed_at: float | None = None  # seconds after creation
     claim_remaining_s: float | None = None  # reset lifetime left at the claim
@@ -227,7 +227,7 @@ class _Sim:
         self.polled_receipt: tuple[datetime, Normalized] | None = None
         self.email_attempts = 0
         self.scheduled = 0  # ties between facts at the same time go in the order they were made
-        self.outcome = Outcome(State.SMS_REQUESTED)
+        self.outcome = Replayed(State.SMS_REQUESTED)
         self.trace: list[Traced] | None = None  # every step, when traced (``simulate.trace``)
 
     def trace_step(self) -> None:
@@ -239,7 +239,7 @@ class _Sim:
         heapq.heappush(self.facts, (at, self.scheduled, observation))
 
 
-def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None) -> Outcome:
+def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None) -> Replayed:
     """Return what the worker would have done with this record under ``policy``.
 
     ``shared``: what records replayed together share; pass one ``Shared()`` when replaying many.
@@ -247,7 +247,7 @@ def simulate(timing: Timing, policy: PolicyVersion, shared: Shared | None = None
     return _finish(_replayed(timing, policy, shared or Shared(), None))
 
 
-def trace(timing: Timing, policy: PolicyVersion, shared: Shared | None = None) -> tuple[list[Traced], Outcome]:
+def trace(timing: Timing, policy: PolicyVersion, shared: Shared | None = None) -> tuple[list[Traced], Replayed]:
     """Every step of the record's replay (the event after it, every time in it, the decision on
     it, when it was taken) and its outcome: two replays of a record compared step by step."""
     steps: list[Traced] = []
@@ -587,7 +587,7 @@ def _check_page(sim: _Sim, *, until: datetime) -> None:
     sim.outcome.page_without_action = live.action in (NextAction.EXPIRE, NextAction.NONE)
 
 
-def _finish(sim: _Sim) -> Outcome:
+def _finish(sim: _Sim) -> Replayed:
     outcome = sim.outcome
     outcome.final_state = state_of(sim.loaded.event.state)
     claimed, delivered = outcome.claimed_at, outcome.sms_delivered_at

@@ -3,7 +3,7 @@ from datetime import timedelta
 from django import template
 
 from notify.models import Observation
-from runbook.console import outcomes
+from runbook.console import wording
 
 register = template.Library()
 
@@ -32,6 +32,6 @@ def magnitude(value: timedelta | None) -> timedelta | None:
 
 
 @register.filter
-def outcome(observation: Observation) -> outcomes.Outcome:
-    """What an observation means, in words (``runbook.console.outcomes``): ``{% with said=obs|outcome %}``."""
-    return outcomes.of(observation)
+def worded(observation: Observation) -> wording.Worded:
+    """What an observation means, in words (``runbook.console.wording``): ``{% with said=obs|worded %}``."""
+    return wording.of(observation)

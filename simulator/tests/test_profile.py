@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from simulator.faults import CreateFault, Outcome, SmtpFault
+from simulator.faults import CreateFault, FinalStatus, SmtpFault
 from simulator.profile import DEFAULT_PROFILE, ProfileError, load_profile, parse_profile
 
 
@@ -24,7 +24,7 @@ def test_the_default_profile_loads():
 def test_the_default_profile_mostly_delivers_us_messages():
     us = load_profile(DEFAULT_PROFILE).region_for("+15551230001")
 
-    assert us.outcomes[Outcome.DELIVERED] / sum(us.outcomes.values()) == pytest.approx(0.90)
+    assert us.outcomes[FinalStatus.DELIVERED] / sum(us.outcomes.values()) == pytest.approx(0.90)
     assert us.create_faults[CreateFault.ACCEPT] > 0.98
 
 

@@ -58,6 +58,6 @@ def test_compiled_decisions_replay_every_record_as_their_source_does():
     assert all(str(path).endswith(".so") for path in compiled["files"])  # type: ignore[attr-defined]
     # Records end in every way, so the comparison covers more than one path through the decisions.
     assert {"sms_delivered", "email_accepted", "expired"} <= {outcome[0] for outcome in source["outcomes"]}  # type: ignore[attr-defined]
-    # Compared as values: the compiled Outcome holds a float field as a float where the source
+    # Compared as values: the compiled Replayed holds a float field as a float where the source
     # kept the int it was given (a lifetime of 600 s is 600.0 there), which is the same figure.
     assert compiled["outcomes"] == source["outcomes"]

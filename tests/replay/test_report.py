@@ -4,15 +4,15 @@ import csv
 
 from notify.rules.vocabulary import State
 from runbook.replay.report import Candidate, Counts, Target, write_report, write_summary
-from runbook.replay.simulate import Outcome
+from runbook.replay.simulate import Replayed
 
 BASELINE = Candidate("baseline", "")
 
 
 def test_an_email_not_sent_for_lack_of_useful_life_is_counted_and_can_be_a_target(tmp_path):
     counts = Counts()
-    counts.add(Outcome(State.EMAIL_FAILED, no_useful_life=True))
-    counts.add(Outcome(State.EMAIL_ACCEPTED, email_accepted=True))
+    counts.add(Replayed(State.EMAIL_FAILED, no_useful_life=True))
+    counts.add(Replayed(State.EMAIL_ACCEPTED, email_accepted=True))
     results = {"US": {BASELINE: counts}}
 
     write_summary(tmp_path / "summary.csv", results)

@@ -4,17 +4,17 @@ import pytest
 
 from notify.models import Observation
 from notify.rules.vocabulary import Channel, Normalized
-from runbook.console import outcomes
+from runbook.console import wording
 
 
 def _of(normalized, channel=Channel.SMS, raw_status=""):
-    return outcomes.of(Observation(normalized=normalized, channel=channel, raw_status=raw_status))
+    return wording.of(Observation(normalized=normalized, channel=channel, raw_status=raw_status))
 
 
 @pytest.mark.parametrize("normalized", list(Normalized))
 def test_every_normalized_status_has_wording_of_its_own(normalized):
     # Not the stop-gap for a kind the console does not know: a new kind must be worded here.
-    assert (normalized.value, None, "") in outcomes.WORDING
+    assert (normalized.value, None, "") in wording.WORDING
 
 
 def test_our_own_word_is_read_only_with_the_status_and_channel_it_belongs_to():
@@ -39,4 +39,4 @@ def test_a_providers_raw_status_is_never_part_of_the_wording(normalized, raw_sta
 
 
 def test_a_kind_the_console_does_not_know_yet_reads_as_its_own_words():
-    assert _of("lost_in_space") == outcomes.Outcome("lost_in_space", "lost in space")
+    assert _of("lost_in_space") == wording.Worded("lost_in_space", "lost in space")
