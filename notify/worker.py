@@ -237,7 +237,10 @@ def _back_off(
     poisoned event still ends on time, and its page resolves.
     """
     failures = read.step_failures + 1
-    retry_at = min(now + step_backoff(failures), read.loaded.event.expires_at)
+    retry_at, expires_at = now + step_backoff(failures), read.loaded.event.expires_at
+    if now < expires_at:
+        retry_at = min(retry_at, expires_at)
+    # Past it (the expiry itself raised), never at once: a retry due now would take every turn again.
     # The class and where it was raised, never the message: a message may quote personal data.
     where = traceback.extract_tb(error.__traceback__)[-1]
     log.error(

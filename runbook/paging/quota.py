@@ -30,19 +30,15 @@ def take(routing_key: str, wanted: int, now: datetime) -> int:
     """Spend up to ``wanted`` tokens of the key's bucket; return how many were granted."""
     if wanted <= 0:
         return 0
-    per_second = settings.PAGER_EVENTS_PER_MINUTE / 60
     with transaction.atomic():
         # The row lock serializes deliverers of one key between read and write, so two
         # runs never spend the same tokens; it is held for two statements, no call.
         quota, _ = PagerQuota.objects.select_for_update().get_or_create(
             key_digest=digest(routing_key), defaults={"tokens": BURST, "refilled_at": now}
         )
-        if quota.paused_until is not None and now < quota.paused_until:
+        if _paused(quota, now):
             return 0
-        # A deliverer whose clock runs behind the last one's refills nothing, rather than
-        # taking tokens back.
-        elapsed = max((now - quota.refilled_at).total_seconds(), 0.0)
-        tokens = min(float(BURST), quota.tokens + elapsed * per_second)
+        tokens = _refilled(quota, now)
         granted = min(wanted, int(tokens))
         quota.tokens = tokens - granted
         quota.refilled_at = max(now, quota.refilled_at)
@@ -55,12 +51,19 @@ def may_send(routing_key: str, now: datetime) -> bool:
     """Whether the key has a token to spend now and no pause: read without a lock, so only a hint
     for which pages to take (``take`` decides what goes)."""
     quota = PagerQuota.objects.filter(key_digest=digest(routing_key)).first()
-    if quota is None:
-        return True
-    if quota.paused_until is not None and now < quota.paused_until:
-        return False
+    return quota is None or (not _paused(quota, now) and _refilled(quota, now) >= 1)
+
+
+def _paused(quota: PagerQuota, now: datetime) -> bool:
+    return quota.paused_until is not None and now < quota.paused_until
+
+
+def _refilled(quota: PagerQuota, now: datetime) -> float:
+    """The bucket's tokens at ``now``: refilled at PAGER_EVENTS_PER_MINUTE since it was last, up to BURST."""
+    # A deliverer whose clock runs behind the last one's refills nothing, rather than taking
+    # tokens back.
     elapsed = max((now - quota.refilled_at).total_seconds(), 0.0)
-    return quota.tokens + elapsed * settings.PAGER_EVENTS_PER_MINUTE / 60 >= 1
+    return min(float(BURST), quota.tokens + elapsed * settings.PAGER_EVENTS_PER_MINUTE / 60)
 
 
 def pause(routing_key: str, until: datetime) -> None:
