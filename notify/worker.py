@@ -233,14 +233,11 @@ def _back_off(
 ) -> tuple[datetime | None, timedelta | None]:
     """Count a step that raised on its event and hold the event back; return the wake-up to send.
 
-    Held back at most until its expiry: expiring needs no sealed entry and no template, so a
-    poisoned event still ends on time, and its page resolves.
+    Held at most until its expiry (expiring renders nothing); past it, the full backoff (never due at once).
     """
-    failures = read.step_failures + 1
-    retry_at, expires_at = now + step_backoff(failures), read.loaded.event.expires_at
-    if now < expires_at:
-        retry_at = min(retry_at, expires_at)
-    # Past it (the expiry itself raised), never at once: a retry due now would take every turn again.
+    failures, expires_at = read.step_failures + 1, read.loaded.event.expires_at
+    retry_at = now + step_backoff(failures)
+    retry_at = min(retry_at, expires_at) if now < expires_at else retry_at
     # The class and where it was raised, never the message: a message may quote personal data.
     where = traceback.extract_tb(error.__traceback__)[-1]
     log.error(
