@@ -38,11 +38,12 @@ from bench import processes
 from bench.stats import spread
 from notify.api.events import reset_request
 from notify.api.schemas import CreateEvent
-from notify.events import create_event
+from notify.messages import sms_callback_url
 from notify.models import Claim, Event, Observation, ServiceToken, Transition, VaultEntry
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, Normalized, Source
-from notify.transitions import ObservationInput, record_receipt
-from notify.worker import sms_callback_url
+from notify.writes.create import create_event
+from notify.writes.moves import record_receipt
 from plumbing.clock import current_clock
 from simulator.fictional import fictional_phone
 

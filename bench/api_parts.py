@@ -23,13 +23,15 @@ from django.test import RequestFactory
 from twilio.request_validator import RequestValidator
 
 from bench.api import BROKER, creation_body, pending_sms_events, signed_callback
-from notify import events, rows, tasks, transitions, vault
+from notify import intake, vault
 from notify.api.auth import ServiceTokenAuth
 from notify.api.events import reset_request
 from notify.api.schemas import CreatedEvent, CreateEvent
+from notify.messages import sms_callback_url
 from notify.models import ServiceToken
+from notify.rules import plan
 from notify.rules.vocabulary import Channel, Normalized, Source
-from notify.worker import sms_callback_url
+from notify.writes import moves, sql, wake_ups
 from plumbing.clock import current_clock
 from policies.cache import published_version, still_published
 
@@ -74,7 +76,7 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
     request = RequestFactory().post("/api/v1/events")
     payloads = [CreateEvent.model_validate_json(body) for body in bodies]
     resets = [reset_request("bench-parts", payload) for payload in payloads]
-    checked = [events.checked_destinations(reset) for reset in resets]
+    checked = [intake.checked_destinations(reset) for reset in resets]
     # The same requests with a subscriber's locale and time zone, as a localized caller sends them.
     worded = [replace(reset, locale="de-AT", time_zone="Europe/Vienna") for reset in resets]
     policy = published_version("US")
@@ -83,13 +85,13 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
 
     def insert(number: int) -> object:
         reset, sealed_for = resets[number], checked[number].destinations
-        start = events.starting_point(policy, reset, checked[number])
-        audience = events.audience_of(reset)
-        fingerprint = events.request_fingerprint(reset, sealed_for, audience)
-        event, dependents = events.new_rows(
+        start = intake.starting_point(policy, reset, checked[number])
+        audience = intake.audience_of(reset)
+        fingerprint = intake.request_fingerprint(reset, sealed_for, audience)
+        event, dependents = intake.new_rows(
             reset, policy, start, sealed_for, audience, fingerprint, now + timedelta(minutes=10), now, True
         )
-        return rows.insert_together(event, ("service", "client_key"), dependents, only_if=still_published(policy))
+        return sql.insert_together(event, ("service", "client_key"), dependents, only_if=still_published(policy))
 
     created = {"event_id": "evt_01JBENCHPARTS0000000000000", "state": "sms_requested", "region": "US",
                "policy_version": 1, "expires_at": now, "next_action": "submit_sms",
@@ -98,14 +100,14 @@ def _creation_parts(token: str, bodies: list[bytes]) -> list[Part]:
         _timed("token check (digest lookup)", lambda number: auth.authenticate(request, token)),
         _timed("body parse and validation (schema)", lambda number: CreateEvent.model_validate_json(bodies[number])),
         _timed("phone parsing (phonenumbers)", lambda number: _parse_phone(payloads[number].phone)),
-        _timed("destinations checked (phone, email, URL)", lambda n: events.checked_destinations(resets[n])),
-        _timed("locale and time zone checked (Babel, zoneinfo)", lambda n: events.audience_of(worded[n])),
+        _timed("destinations checked (phone, email, URL)", lambda n: intake.checked_destinations(resets[n])),
+        _timed("locale and time zone checked (Babel, zoneinfo)", lambda n: intake.audience_of(worded[n])),
         _timed(
             "sealing (Fernet) and hashing (HMAC x3)",
             lambda number: _seal_and_hash(resets[number], checked[number].destinations),
         ),
         _timed("rows built and the INSERT (one statement)", insert),
-        _timed("wake-up publish (Celery to Redis)", lambda number: tasks.send("evt_01JBENCHPARTSNOTANEVENT00")),
+        _timed("wake-up publish (Celery to Redis)", lambda number: wake_ups.publish("evt_01JBENCHPARTSNOTANEVENT00")),
         _timed("response (schema and JSON)", lambda number: CreatedEvent.model_validate(created).model_dump_json()),
     ]
 
@@ -116,10 +118,10 @@ def _parse_phone(phone: str) -> str:
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
-def _seal_and_hash(reset: events.ResetRequest, destinations: vault.Destinations) -> object:
+def _seal_and_hash(reset: intake.ResetRequest, destinations: vault.Destinations) -> object:
     vault.keyed_hash(destinations.phone)
     vault.keyed_hash(destinations.email)
-    events.request_fingerprint(reset, destinations, events.audience_of(reset))
+    intake.request_fingerprint(reset, destinations, intake.audience_of(reset))
     return vault.seal(destinations)
 
 
@@ -136,11 +138,11 @@ def _callback_parts() -> list[Part]:
 
     def transition(number: int) -> object:
         event_id, sid = posts[number][0], f"SM{number:032d}"
-        observation = transitions.ObservationInput(
+        observation = plan.ObservationInput(
             Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered",
             provider_ref=sid, dedup_key=f"{sid}:delivered",
         )  # fmt: skip
-        return transitions.record_receipt(event_id, observation, now=current_clock().now(), actor="bench")
+        return moves.record_receipt(event_id, observation, now=current_clock().now(), actor="bench")
 
     return [
         _timed(

@@ -25,9 +25,10 @@ from django.test import Client
 from ninja.operation import Operation
 
 from bench.api import creation_body, pending_sms_events, signed_callback
-from notify import callbacks, events, rows, tasks, transitions
+from notify import callbacks
 from notify.api import events as api_events
 from notify.models import ServiceToken
+from notify.writes import create, moves, wake_ups
 from plumbing.clock import current_clock
 
 REQUESTS = 300  # of each kind, per round
@@ -40,12 +41,12 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     ("token check and rate limits (ninja's checks)", Operation, "_run_checks"),
     ("body parse and validation (ninja, pydantic)", Operation, "_get_values"),
     ("create_event", api_events, "create_event"),
-    ("  of which destinations checked", events, "checked_destinations"),
-    ("  of which rows built and the INSERT", rows, "insert_together"),
-    ("wake-up publish", tasks, "send_recorded"),
+    ("  of which destinations checked", create, "checked_destinations"),
+    ("  of which rows built and the INSERT", create, "insert_together"),
+    ("  of which the wake-up published", wake_ups, "publish"),
     ("response (ninja's schema and JSON)", Operation, "_result_to_response"),
     ("signature check and form parse", callbacks, "_signed_by_twilio"),
-    ("transition (observation, CAS, claim)", transitions, "record_receipt"),
+    ("transition (observation, CAS, claim)", moves, "record_receipt"),
 )
 TOP_LEVEL = tuple(name for name, _, _ in STAGES if name != WHOLE and not name.startswith(" "))
 

@@ -24,8 +24,9 @@ from django.db import connection, connections
 
 from bench import database
 from notify.models import Claim, Event, claim_key
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, ClaimState, NextAction, Normalized, Source, State
-from notify.transitions import ObservationInput, record_observation
+from notify.writes.moves import record_observation
 from policies.models import PolicyVersion
 
 WORKERS = 8

@@ -239,8 +239,9 @@ def _prepare_database() -> None:
 
 
 def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
-    from notify import tasks
-    from notify.events import ResetRequest, create_event
+    from notify.intake import ResetRequest
+    from notify.writes import wake_ups
+    from notify.writes.create import create_event
     from plumbing.clock import current_clock
     from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL
 
@@ -294,7 +295,7 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
             event = _poisoned(request, POISONS[run.poison_next % len(POISONS)], run)
         else:
             event = create_event(request, now=current_clock().now()).event
-        tasks.send(event.id)
+        wake_ups.publish(event.id)
         created.append(event.id)
         _supervise(run, lane_workers)
         _inject_due(plan, run, workers, started, simulator)
@@ -322,8 +323,8 @@ def _poisoned(request, how: str, run: Run):
     zone is unknown to the workers (as after a version skew); poisoned before any step sees it."""
     from django.db import transaction
 
-    from notify.events import create_event
     from notify.models import Event, VaultEntry
+    from notify.writes.create import create_event
     from plumbing.clock import current_clock
 
     with transaction.atomic():

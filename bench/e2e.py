@@ -46,7 +46,7 @@ first is an unmeasured warm-up.
    - the backlog: the events whose next action was overdue by more than ``BOUND_MS`` (and
      not in a worker's hands) when the offering ended, and the time until none was: the
      drain time, after which the console would no longer say "The system is behind"
-     (``runbook.console.status.schedule_lag`` back under 1 s). Drained/s is that backlog over that
+     (``runbook.console.answers.schedule_lag`` back under 1 s). Drained/s is that backlog over that
      time, a lower bound on the rate the backlog was served at (events falling due meanwhile
      are served too);
    - CPU from ``/proc``: the web's per creation over the offering (the simulator's status

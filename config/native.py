@@ -1,9 +1,10 @@
 """The decision code, compiled with mypyc apart from its source, and used only while it is current.
 
-``MODULES`` are the worker's decisions (``notify.rules.machine``), the transition table's plans with
-the in-memory half of the writer (``notify.transitions``) and the replay that runs both over
-history (``runbook.replay.simulate``): the whole inner loop of a replay, spread thin over many
-small functions, which is where an interpreter's overhead is all of the cost. Compiled, the same
+``MODULES`` are the pure rules: the worker's decisions (``notify.rules.machine``), the transition
+table's plans with the in-memory half of every write (``notify.rules.plan``), and the replay that
+runs both over history (``runbook.replay.record``, ``runbook.replay.simulate``): the whole inner
+loop of a replay, spread thin over many small functions, which is where an interpreter's overhead
+is all of the cost. Compiled, the same
 source replays a record in about two-thirds of the time (docs/benchmarks.md,
 ``replay_records_per_s``). It is the same code, not a second model of it: the live worker runs
 the compiled copy too, and ``tests/replay/test_native.py`` requires both forms to replay
@@ -33,7 +34,7 @@ from types import ModuleType
 
 from config.env import env_bool
 
-MODULES = ("notify.rules.machine", "notify.transitions", "runbook.replay.simulate")
+MODULES = ("notify.rules.machine", "notify.rules.plan", "runbook.replay.record", "runbook.replay.simulate")
 ROOT = Path(__file__).resolve().parent.parent
 OUT = "build/native"  # the compiled files, under ROOT
 STAMP = "native.json"  # under OUT

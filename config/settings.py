@@ -197,7 +197,7 @@ if DATABASE_URL:
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # The same backend, with a health check that asks the socket, not the server (config/database).
         DATABASES["default"]["ENGINE"] = "config.database"
-        # notify.rows has PostgreSQL prepare its hot statements (a creation's INSERT, a
+        # notify.writes has PostgreSQL prepare its hot statements (a creation's INSERT, a
         # transition's write, the leases) once per connection; Django turns prepared statements
         # off by default for connection poolers that cannot keep them, and its own cursors,
         # which bind values client side, never prepare. Behind PgBouncer in transaction mode

@@ -1,6 +1,6 @@
 """Read-only admin views of events for staff: states, claims and history, no personal data.
 
-Nothing here writes: state changes go through ``notify.transitions`` (the console's
+Nothing here writes: state changes go through ``notify.writes`` (the console's
 runbook actions), never through a model form. Raw provider statuses and payloads
 are not shown (they need the console's dedicated permission).
 """

@@ -3,7 +3,7 @@
 Verified with the twilio library's signature validator (403, nothing recorded,
 on a bad or missing signature), redacted to an allowlist of status fields,
 deduplicated per (message, status), and applied through the same transition
-function as every other observation. It answers in two statements or so.
+as every other observation (``notify.writes.moves``). It answers in two statements or so.
 """
 
 import json
@@ -17,12 +17,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from twilio.request_validator import HMAC_SHA256, RequestValidator, get_signature_algorithm
 
-from notify import tasks, transitions
-from notify.rules import machine
+from notify.messages import sms_callback_url
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, Source
-from notify.transitions import ObservationInput
 from notify.transports.twilio_sms import normalize
-from notify.worker import sms_callback_url
+from notify.writes import moves
 from plumbing.clock import current_clock
 
 log = logging.getLogger("notify.callbacks")
@@ -57,20 +56,17 @@ def sms_status_callback(request: HttpRequest, event_id: str) -> HttpResponse:
         raw_payload=json.dumps({key: params[key] for key in KEPT_FIELDS if key in params}, sort_keys=True),
         dedup_key=dedup_key,
     )
-    now = current_clock().now()
     try:
-        outcome = transitions.record_receipt(event_id, observation, now=now, actor=ACTOR)
+        # A terminal failure reported here wakes the event itself (the write sends it): the
+        # fallback may be claimed now, not at the next poll.
+        written = moves.record_receipt(event_id, observation, now=current_clock().now(), actor=ACTOR)
     except IntegrityError:
         # The same report again, or racing itself: the other copy was stored, this one wrote nothing.
         return _answer(event_id, status, "duplicate", started)
     except LookupError:
         return HttpResponse("no such event", status=404, content_type="text/plain")
-    after = outcome.after
-    decision = machine.decide(after.event, after.claims, after.policy, now)
-    if outcome.applied and decision.due_at is not None and decision.due_at <= now:
-        # e.g. a terminal failure: the fallback may be claimed now, not at the next poll.
-        tasks.wake(event_id)
-    return _answer(event_id, status, outcome.result.value, started, state=after.event.state, version=after.version)
+    after = written.after
+    return _answer(event_id, status, written.effect.value, started, state=after.event.state, version=after.version)
 
 
 def _signed_by_twilio(request: HttpRequest, event_id: str) -> bool:
@@ -101,7 +97,7 @@ def _answer(event_id: str, status: str, result: str, started: float, **fields: o
         extra={
             "event_id": event_id,
             "raw_status": status,
-            "outcome": result,
+            "result": result,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
             **fields,
         },

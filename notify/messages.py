@@ -6,13 +6,15 @@ logged, stored or returned anywhere else.
 
 from datetime import datetime
 
+from django.conf import settings
 from django.core.mail import EmailMessage
+from django.urls import reverse
 
 from notify.models import claim_key
 from notify.rules.vocabulary import Channel
 from notify.vault import Destinations
 from policies import rendering
-from policies.models import MessagePurpose, PolicyVersion
+from policies.models import MessageCategory, PolicyVersion
 from policies.rendering import Audience
 
 
@@ -28,6 +30,11 @@ def message_id(event_id: str, sender: str) -> str:
     """
     domain = sender.rpartition("@")[2] or "localhost"
     return f"<{claim_key(Channel.EMAIL, event_id).replace(':', '.')}@{domain}>"
+
+
+def sms_callback_url(event_id: str) -> str:
+    """Return the status callback URL Twilio is given, and that its signature is computed over."""
+    return settings.PUBLIC_BASE_URL + reverse("sms-status-callback", args=[event_id])
 
 
 def sms_text(policy: PolicyVersion, destinations: Destinations, audience: Audience, expires_at: datetime) -> str:
@@ -59,5 +66,5 @@ def reset_email(
 
 
 def _require_transactional(policy: PolicyVersion) -> None:
-    if policy.purpose != MessagePurpose.TRANSACTIONAL:
+    if policy.purpose != MessageCategory.TRANSACTIONAL:
         raise NotTransactional(f"policy {policy} has purpose {policy.purpose}: password resets are transactional")

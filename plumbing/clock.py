@@ -5,7 +5,7 @@ database's clock, so a worker host whose wall clock is off neither steals a live
 nor keeps an expired one, nor claims a fallback early:
 
 - leases and settle times are computed *inside* the statements that take, renew, check
-  and release them (``notify.rows``), from the database's own clock;
+  and release them (``notify.writes``), from the database's own clock;
 - everything else a process decides (the fallback deadline D, expiry, due times, act_by)
   uses ``database_clock``: this process's monotonic clock anchored to the database's time,
   re-measured at every worker step (the event read carries the database's time) and at

@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 
 from policies import lifecycle, sms_check
 from policies.forms import ApprovalForm, PolicyVersionForm
-from policies.models import CONTENT_FIELDS, PolicyVersion, Status, content_digest
+from policies.models import CONTENT_FIELDS, PolicyVersion, Stage, content_digest
 
 LIFECYCLE_FIELDS = (
     "number",
@@ -54,7 +54,7 @@ class PolicyVersionAdmin(_ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: PolicyVersion | None = None) -> bool:
         # A version that left DRAFT is shown read-only and an edit is refused (403); the
         # model refuses the save as well, so this is not just a hidden button.
-        if obj is not None and obj.status != Status.DRAFT:
+        if obj is not None and obj.status != Stage.DRAFT:
             return False
         return super().has_change_permission(request, obj)
 
@@ -148,7 +148,7 @@ class PolicyVersionAdmin(_ModelAdmin):
         A refused approval shows the draft as it is now, with the digest of that content.
         """
         version = get_object_or_404(PolicyVersion, pk=object_id)
-        if version.status != Status.DRAFT:
+        if version.status != Stage.DRAFT:
             raise Http404(f"{version} is not a draft")
         form = self.approval_form(request.POST or None)
         if request.method == "POST" and form.is_valid():
@@ -193,7 +193,7 @@ class PolicyVersionAdmin(_ModelAdmin):
     def approve(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> HttpResponse | None:
         """Open the selected draft's approval page: a draft is approved as that page shows it."""
         selected = list(queryset[:2])
-        if len(selected) != 1 or selected[0].status != Status.DRAFT:
+        if len(selected) != 1 or selected[0].status != Stage.DRAFT:
             self.message_user(
                 request, "Select one draft to approve: each is approved as its own page shows it.", messages.ERROR
             )

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import connection
 
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Stage
 
 
 @lru_cache(maxsize=256)
@@ -25,7 +25,7 @@ def published_version(region: str) -> PolicyVersion | None:
     The hot path's twin of ``PolicyVersion.objects.active_for``, which the admin and the data
     files use: it returns a fresh row, whereas the cached object's ``status`` may be stale."""
     with connection.cursor() as cursor:
-        cursor.execute(_PUBLISHED, [region, Status.PUBLISHED.value])
+        cursor.execute(_PUBLISHED, [region, Stage.PUBLISHED.value])
         found = cursor.fetchone()
     version = None if found is None else policy_version(found[0])
     _last_seen_published[region] = version
@@ -43,7 +43,7 @@ def presumed_published(region: str) -> PolicyVersion | None:
 
 def still_published(version: PolicyVersion) -> tuple[str, list[Any]]:
     """An SQL condition, with its parameters, that holds while ``version`` is its region's published one."""
-    return _STILL_PUBLISHED, [version.pk, Status.PUBLISHED.value]
+    return _STILL_PUBLISHED, [version.pk, Stage.PUBLISHED.value]
 
 
 def forget() -> None:

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from policies.models import CONTENT_FIELDS, PolicyVersion, Status, content_digest
+from policies.models import CONTENT_FIELDS, PolicyVersion, Stage, content_digest
 
 MAX_NUMBER_RACES = 16
 
@@ -38,7 +38,7 @@ def draft_from(
 
 def insert_draft(draft: PolicyVersion, *, author: User | None) -> PolicyVersion:
     """Save an unsaved version as a draft under its region's next number."""
-    draft.status, draft.author = Status.DRAFT, author
+    draft.status, draft.author = Stage.DRAFT, author
     # Each failed insert means another draft of this region took the number: at most
     # one retry per author drafting at the same moment.
     for _ in range(MAX_NUMBER_RACES):
@@ -80,15 +80,13 @@ def approve(version: PolicyVersion, *, approver: User, shown: str, now: datetime
         # editor in one transaction under the same lock (PolicyVersion.save): either it committed
         # first and is seen here, or it waits and then finds the version approved and refuses.
         # Checking without the lock would let an edit land between the check and the approval.
-        current = PolicyVersion.objects.select_for_update().filter(pk=version.pk, status=Status.DRAFT).first()
+        current = PolicyVersion.objects.select_for_update().filter(pk=version.pk, status=Stage.DRAFT).first()
         if current is None:
             raise PolicyLifecycleError(f"{version} is no longer a draft: there is nothing left to approve")
         check_approver(current, approver)
         check_shown(current, shown)
         current.full_clean()
-        PolicyVersion.objects.filter(pk=current.pk).update(
-            status=Status.APPROVED, approved_by=approver, approved_at=now
-        )
+        PolicyVersion.objects.filter(pk=current.pk).update(status=Stage.APPROVED, approved_by=approver, approved_at=now)
     version.refresh_from_db()
 
 
@@ -98,8 +96,8 @@ def publish(version: PolicyVersion, *, publisher: User, now: datetime) -> None:
         raise PolicyLifecycleError("publishing a policy version needs the publish permission")
     with transaction.atomic():
         _retire_current(version.region, keep=version.pk)
-        published = PolicyVersion.objects.filter(pk=version.pk, status=Status.APPROVED).update(
-            status=Status.PUBLISHED, published_at=now
+        published = PolicyVersion.objects.filter(pk=version.pk, status=Stage.APPROVED).update(
+            status=Stage.PUBLISHED, published_at=now
         )
         if published != 1:
             raise PolicyLifecycleError(f"{version} is not approved (or was published by someone else)")
@@ -113,7 +111,7 @@ def publish_reviewed(content: dict[str, object], *, source_file: str, source_has
         version = PolicyVersion(
             **content,
             number=next_number(region),
-            status=Status.PUBLISHED,
+            status=Stage.PUBLISHED,
             reason=f"loaded from {source_file}",
             source_file=source_file,
             source_hash=source_hash,
@@ -127,7 +125,7 @@ def publish_reviewed(content: dict[str, object], *, source_file: str, source_has
 
 def _retire_current(region: str, *, keep: int | None) -> None:
     # The partial unique constraint allows one PUBLISHED row per region: retire first.
-    current = PolicyVersion.objects.filter(region=region, status=Status.PUBLISHED)
+    current = PolicyVersion.objects.filter(region=region, status=Stage.PUBLISHED)
     if keep is not None:
         current = current.exclude(pk=keep)
-    current.update(status=Status.RETIRED)
+    current.update(status=Stage.RETIRED)

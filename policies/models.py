@@ -74,7 +74,7 @@ CONTENT_FIELDS = (
 )
 
 
-class Status(models.TextChoices):
+class Stage(models.TextChoices):
     DRAFT = "draft"
     APPROVED = "approved"
     PUBLISHED = "published"
@@ -92,7 +92,7 @@ class ChannelPlan(models.TextChoices):
     EMAIL_ONLY = "email_only", "email only (SMS not allowed for account recovery)"
 
 
-class MessagePurpose(models.TextChoices):
+class MessageCategory(models.TextChoices):
     TRANSACTIONAL = "transactional"
     MARKETING = "marketing"
 
@@ -100,13 +100,13 @@ class MessagePurpose(models.TextChoices):
 class PolicyVersionQuerySet(models.QuerySet["PolicyVersion"]):
     def active_for(self, region: str) -> "PolicyVersion | None":
         """Return the region's published version: the one new events are created under."""
-        return self.filter(region=region, status=Status.PUBLISHED).first()
+        return self.filter(region=region, status=Stage.PUBLISHED).first()
 
 
 class PolicyVersion(models.Model):
     region = models.CharField(max_length=8, help_text="Destination region this policy governs, e.g. US or EU.")
     number = models.PositiveIntegerField(help_text="Version number, increasing per region.")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    status = models.CharField(max_length=10, choices=Stage.choices, default=Stage.DRAFT)
     reason = models.TextField(blank=True, help_text="Why this version exists: what changed and why.")
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -190,7 +190,7 @@ class PolicyVersion(models.Model):
         db_default=RESET_URL_MAX_LENGTH,
         help_text="Longest reset link accepted, in SMS characters (a ~ counts twice); longer is refused with 422.",
     )
-    purpose = models.CharField(max_length=16, choices=MessagePurpose.choices, default=MessagePurpose.TRANSACTIONAL)
+    purpose = models.CharField(max_length=16, choices=MessageCategory.choices, default=MessageCategory.TRANSACTIONAL)
     vault_retention = models.DurationField(help_text="Keep destinations and the link this long after expiry.")
     raw_payload_retention = models.DurationField(help_text="Keep raw provider statuses this long.")
     observation_retention = models.DurationField(help_text="Keep observations this long; timings stay.")
@@ -238,7 +238,7 @@ class PolicyVersion(models.Model):
             # Locked until the edit commits: an approval deciding at this moment waits, then
             # finds the new content and its editor; an edit waiting on an approval finds the
             # version no longer a draft.
-            stored = type(self).objects.select_for_update().filter(pk=self.pk, status=Status.DRAFT).first()
+            stored = type(self).objects.select_for_update().filter(pk=self.pk, status=Stage.DRAFT).first()
             if stored is None:
                 raise ValidationError(f"{self} is no longer a draft: a policy version is immutable once approved")
             if content_digest(stored) != content_digest(self):
@@ -278,7 +278,7 @@ class PolicyVersion(models.Model):
                 errors["fallback_reserve"] = (
                     f"fallback_reserve ({self.fallback_reserve}) must cover email submit + record ({needed})"
                 )
-        if self.purpose != MessagePurpose.TRANSACTIONAL:
+        if self.purpose != MessageCategory.TRANSACTIONAL:
             errors["purpose"] = "password resets are transactional messages; a marketing purpose is refused"
         if not errors.keys() & {"sms_max_segments", "reset_url_max_length"}:
             # Templates are measured with these limits: only once they are sound.

@@ -31,7 +31,7 @@ urlpatterns = [
     path("pages", views.page_review, name="page-review"),
     path("events/<event_id:event_id>", views.event_detail, name="event"),
     path("events/<event_id:event_id>/raw", views.raw_statuses, name="raw-statuses"),
-    path("events/<event_id:event_id>/release-lease", actions.release_lease, name="release-lease"),
+    path("events/<event_id:event_id>/release-lease", actions.release_expired_lease, name="release-lease"),
     path("events/<event_id:event_id>/claim-fallback", actions.claim_fallback, name="claim-fallback"),
     path("events/<event_id:event_id>/follow-up", actions.follow_up, name="follow-up"),
 ]

@@ -83,8 +83,8 @@ async def _outage_answer(request: web.Request, phase: Phase) -> web.StreamRespon
         case PagerFault.THROTTLE:
             return _throttled(phase.retry_after)
         case PagerFault.ERROR:
-            status = HTTPStatus(phase.status)
-            return web.json_response({"status": "error", "message": status.phrase}, status=status)
+            http_status = HTTPStatus(phase.status)
+            return web.json_response({"status": "error", "message": http_status.phrase}, status=http_status)
 
 
 def _throttled(retry_after: int) -> web.Response:

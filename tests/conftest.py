@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 
-from notify import tasks
+from notify.writes import wake_ups
 from plumbing import ratelimit
 from plumbing.clock import FakeClock
 from plumbing.ratelimit import InProcessWindow, limiter_for
@@ -62,7 +62,7 @@ def counts_on_the_wall_clock(monkeypatch) -> InProcessWindow:
 @pytest.fixture(autouse=True)
 def _wake_ups_sent_afresh():
     yield
-    tasks._publish_pause.cache_clear()  # a broker a test made fail is tried afresh by the next
+    wake_ups.publish_pause.cache_clear()  # a broker a test made fail is tried afresh by the next
 
 
 class SilentServer(NamedTuple):

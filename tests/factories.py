@@ -4,7 +4,7 @@ from typing import Any
 
 import factory
 
-from policies.models import ChannelPlan, PolicyVersion, Status
+from policies.models import ChannelPlan, PolicyVersion, Stage
 
 
 class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
@@ -15,7 +15,7 @@ class PolicyVersionFactory(factory.django.DjangoModelFactory[PolicyVersion]):
 
     region = "US"
     number = factory.Sequence(lambda n: n + 1)
-    status = Status.PUBLISHED
+    status = Stage.PUBLISHED
     published_at = datetime(2025, 1, 1, tzinfo=UTC)
     poll_interval = timedelta(seconds=10)
     sms_budget = timedelta(seconds=60)
@@ -50,7 +50,7 @@ CANARY_RESET_URL = "https://accounts.example.org/reset/canary-token-7f3a"
 
 
 def reset_request(**overrides):
-    from notify.events import ResetRequest
+    from notify.intake import ResetRequest
 
     fields: dict[str, Any] = {
         "service": "accounts",
@@ -68,6 +68,6 @@ def reset_request(**overrides):
 
 def new_event(now, **overrides):
     """Create an event through the real ``create_event`` and return it."""
-    from notify.events import create_event
+    from notify.writes.create import create_event
 
     return create_event(reset_request(**overrides), now=now).event

@@ -7,7 +7,7 @@ its reason and closes the socket, so the check here asks the socket instead: an 
 connection of ours has nothing to read, and anything waiting there is that goodbye. A
 network that drops silently is found by neither check before the query's own timeout.
 
-And for how a statement on a server-binding cursor is logged: ``notify.rows`` runs its hot
+And for how a statement on a server-binding cursor is logged: ``notify.writes`` runs its hot
 statements on such cursors (prepared, values sent apart) on connections whose other cursors
 bind client side. Django reads a client-binding cursor's statement back from the cursor,
 which a prepared one does not keep, so the query log (DEBUG, the tests' captured queries)
@@ -49,7 +49,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def prepared_cursor(self) -> CursorWrapper:
         """Django's ``cursor()`` (its health check, connection, error translation and query log),
-        made over a ``PreparingCursor`` (``notify.rows``' statements).
+        made over a ``PreparingCursor`` (``notify.writes``' statements).
 
         Through ``create_cursor``, the backend's hook for the cursor underneath: making Django's
         own and swapping it out after cost each statement 25-30 µs of CPU.

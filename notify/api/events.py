@@ -2,20 +2,18 @@
 
 import logging
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Max
 from django.http import Http404, HttpRequest
 from ninja import Router, Status
 
-from notify import tasks
 from notify.api.errors import error_body
 from notify.api.schemas import ChannelStatus, CreatedEvent, CreateEvent, Error, EventStatus, Service
-from notify.events import EventRefused, Refusal, ResetRequest, create_event
+from notify.intake import EventRefused, Refusal, ResetRequest
 from notify.models import Event, Observation, ServiceToken, is_event_id
 from notify.rules.vocabulary import Channel, ClaimState, NextAction, State
+from notify.writes.create import create_event
 from plumbing.clock import current_clock
 
 log = logging.getLogger("notify.api")
@@ -71,16 +69,13 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
     try:
         outcome = create_event(reset, now=current_clock().now(), sends_wake_up=True)
     except EventRefused as refused:
-        status = 409 if refused.reason == Refusal.IDEMPOTENCY_CONFLICT else 422
-        log.info("api_create", extra={"service": service, "status": status, "error": refused.reason.value})
+        http_status = 409 if refused.reason == Refusal.IDEMPOTENCY_CONFLICT else 422
+        log.info("api_create", extra={"service": service, "status": http_status, "error": refused.reason.value})
         fields = [{"field": refused.field, "message": refused.message}] if refused.field else []
-        return Status(status, error_body(refused.reason.value, refused.message, fields))
-    event = outcome.event
-    if outcome.created and event.wake_at is not None:
-        # create_event recorded this first wake-up as pending (wake_at): send it, no more.
-        transaction.on_commit(partial(tasks.send_recorded, event.id, at=event.wake_at))
-    status = 201 if outcome.created else 200
-    log.info("api_create", extra={"service": service, "status": status, "event_id": event.id})
+        return Status(http_status, error_body(refused.reason.value, refused.message, fields))
+    event = outcome.event  # a new one's first wake-up is on its way (create_event sends it)
+    http_status = 201 if outcome.created else 200
+    log.info("api_create", extra={"service": service, "status": http_status, "event_id": event.id})
     # The schema's own instance, built from the values: ninja then only dumps it, where a dict
     # would be validated again through its attribute-reading wrapper (0.1 ms of a creation).
     created = CreatedEvent(
@@ -92,7 +87,7 @@ def create(request: HttpRequest, payload: CreateEvent) -> Status[object]:
         next_action=NextAction(event.next_action),
         console_url=console_url(event.id),
     )
-    return Status(status, created)
+    return Status(http_status, created)
 
 
 @router.get("/events/{event_id}", response={200: EventStatus, **REFUSED})
@@ -119,7 +114,7 @@ def follow(request: HttpRequest, event_id: str) -> EventStatus:
         )
         for claim in event.claims.order_by("created_at")
     ]
-    # act_by is stored at every write, as decide computed it: the budget is its distance from now.
+    # act_by is stored at every write, as decide computed it: the action budget is its distance from now.
     deadline = event.act_by
     return EventStatus(
         event_id=event.id,

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 from ulid import ULID
 
-from notify.rules.vocabulary import NextAction, Purpose, State
+from notify.rules.vocabulary import NextAction, RequestPurpose, State
 from policies.models import PolicyVersion
 
 
@@ -35,7 +35,7 @@ class EventQuerySet(models.QuerySet["Event"]):
 class Event(models.Model):
     """One reset-delivery workflow.
 
-    ``state`` and ``version`` are written only by ``notify.transitions``; every
+    ``state`` and ``version`` are written only by ``notify.writes``; every
     write there is a compare-and-set on ``version`` (and on ``lease_token`` for
     a lease holder).
     """
@@ -44,7 +44,7 @@ class Event(models.Model):
     service = models.CharField(max_length=64, help_text="The internal service that asked for the reset.")
     client_key = models.CharField(max_length=128, help_text="The caller's idempotency key.")
     request_fingerprint = models.CharField(max_length=64, help_text="Keyed hash of the creating request.")
-    purpose = models.CharField(max_length=32, choices=Purpose.choices)
+    purpose = models.CharField(max_length=32, choices=RequestPurpose.choices)
     region = models.CharField(max_length=8)
     policy = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="events")
     fallback_available = models.BooleanField(
@@ -84,7 +84,7 @@ class Event(models.Model):
     act_by = models.DateTimeField(null=True, blank=True)
 
     # When the earliest wake-up hint still in the broker is due; bookkeeping for
-    # ``notify.tasks.wake`` (one pending hint per event) and the sweeper (a hint
+    # ``notify.writes.wake_ups`` (one pending hint per event) and the sweeper (a hint
     # overdue by more than the rest period was lost). Never a decision input.
     wake_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,7 +1,7 @@
 """The workflow's rules as data and pure functions: no database, no clock.
 
 ``ALLOWED_TRANSITIONS`` is the one transition table. The worker, the callback
-view, runbook actions and replay all reach it through ``notify.transitions``
+view, runbook actions and replay all reach it through ``notify.writes``
 (which writes) or ``decide`` (which only reads).
 """
 
@@ -30,16 +30,6 @@ def state_of(value: str) -> State:
 def claim_state_of(value: str) -> ClaimState:
     """The ``ClaimState`` member for a stored claim state (a string or a member); KeyError if none."""
     return _CLAIM_STATES[value]
-
-
-def plain(member: Enum) -> str:
-    """A member's value as a plain ``str``, as it is stored (every enum in ``notify.rules.vocabulary`` is text).
-
-    ``member.value`` is ``enum.property``, Python code that compiled callers (config.native) pay
-    a frame for on every read; ``_value_`` is the attribute it reads.
-    """
-    value: str = member._value_
-    return value
 
 
 ALLOWED_TRANSITIONS: Mapping[State, frozenset[State]] = {
@@ -338,7 +328,7 @@ def decide(event: EventFacts, claims: Mapping[Channel, ClaimFacts], policy: Poli
     if due >= event.expires_at:
         # Nothing scheduled can still happen in time: the next thing to happen is expiry.
         return Decision(NextAction.EXPIRE, event.expires_at, deadline)
-    return tuple.__new__(Decision, (action, due, deadline))  # not Decision(...): see transitions.after_write
+    return Decision(action, due, deadline)
 
 
 def _next_step(

@@ -84,5 +84,5 @@ class NextAction(models.TextChoices):
     NONE = "none", "none"
 
 
-class Purpose(models.TextChoices):
+class RequestPurpose(models.TextChoices):
     PASSWORD_RESET = "password_reset"

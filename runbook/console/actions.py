@@ -1,4 +1,4 @@
-"""Runbook actions: each goes through ``notify.transitions`` (the one table, the same CAS),
+"""Runbook actions: each writes through ``notify.writes.operator`` (the one table, the same CAS),
 records the responder as the actor, is audited, and says plainly when it lost a race.
 
 Plain form posts that redirect back to the event page (post/redirect/get), so they work
@@ -11,9 +11,9 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from notify import tasks, transitions
 from notify.models import Event
-from notify.rules.vocabulary import Cause, Channel, Normalized, Source
+from notify.writes import operator
+from notify.writes.cas import Written
 from plumbing.clock import current_clock
 from runbook.console import audit
 from runbook.console.access import ConsoleRequest, requires
@@ -25,15 +25,9 @@ def _back(event_id: str) -> HttpResponse:
     return redirect("runbook:event", event_id=event_id)
 
 
-def _operator_note(event: Event, text: str) -> transitions.ObservationInput:
-    # The note belongs to the channel the event is working on now.
-    channel = Channel.EMAIL if event.claims.filter(channel=Channel.EMAIL).exists() else Channel.SMS
-    return transitions.ObservationInput(channel=channel, source=Source.OPERATOR, normalized=Normalized.NOTE, note=text)
-
-
 @require_POST
 @requires("runbook.act_on_events")
-def release_lease(request: ConsoleRequest, event_id: str) -> HttpResponse:
+def release_expired_lease(request: ConsoleRequest, event_id: str) -> HttpResponse:
     """Free an expired lease and wake the event, so the next worker takes it now.
 
     A worker that died holding the event left the lease to run out; any worker may
@@ -45,21 +39,19 @@ def release_lease(request: ConsoleRequest, event_id: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "The release form was incomplete; reload the page and try again.")
         return _back(event.id)
-    # The web server's clock judges a lease the worker's clock set: hosts are assumed to
-    # agree to well within a lease TTL (NTP), as the workers' own take-overs assume too.
     clock = current_clock()
-    now = clock.now()
     holder = event.lease_owner
     # One transaction: the release, its note and its audit entry land together or not at
-    # all, and the wake-up is sent only once they are committed (tasks.wake uses on_commit).
+    # all, and the wake-up goes only once they are committed.
     with transaction.atomic():
-        # Expiry is judged by the database's clock inside the statement, not this web host's:
-        # a web host running ahead must not let a responder fence a worker mid-call.
-        released = transitions.release_expired_lease(event.id, form.cleaned_data["lease_token"], at=clock.pinned())
-        if released:
-            note = _operator_note(event, f"released the expired lease of {holder}")
-            transitions.record_observation(event.id, note, now=now, actor=audit.actor(request.user))
-            tasks.wake(event.id)
+        released = operator.release_expired_lease(
+            event.id,
+            form.cleaned_data["lease_token"],
+            holder=holder,
+            actor=audit.actor(request.user),
+            at=clock.pinned(),
+            now=clock.now(),
+        )
         detail = f"lease of {holder}" if released else "the lease was renewed, taken over or already released"
         audit.record(request.user, AuditAction.RELEASE_LEASE, event.id, applied=released, detail=detail)
     if released:
@@ -86,27 +78,21 @@ def claim_fallback(request: ConsoleRequest, event_id: str) -> HttpResponse:
     # The claim (its own compare-and-set) and the audit entry commit together; the worker
     # is woken only after the claim is visible to it.
     with transaction.atomic():
-        outcome = transitions.claim_email_fallback(
-            event.id,
-            now=current_clock().now(),
-            actor=audit.actor(request.user),
-            cause=Cause.OPERATOR,
-            seen_version=seen,
+        written = operator.claim_fallback(
+            event.id, seen_version=seen, actor=audit.actor(request.user), now=current_clock().now()
         )
-        if outcome.applied:
-            tasks.wake(event.id)
-        reason = "" if outcome.applied else _refusal(outcome, seen)
-        audit.record(request.user, AuditAction.CLAIM_FALLBACK, event.id, applied=outcome.applied, detail=reason)
-    if outcome.applied:
+        reason = "" if written.applied else _refusal(written, seen)
+        audit.record(request.user, AuditAction.CLAIM_FALLBACK, event.id, applied=written.applied, detail=reason)
+    if written.applied:
         messages.success(request, "Email fallback claimed; a worker is submitting it now.")
     else:
         messages.error(request, f"Not claimed: {reason} Nothing was changed.")
     return _back(event.id)
 
 
-def _refusal(outcome: transitions.Written, seen: int) -> str:
-    state = outcome.after.event.state
-    if outcome.after.version != seen:
+def _refusal(written: Written, seen: int) -> str:
+    state = written.after.event.state
+    if written.after.version != seen:
         return f"the event changed since you loaded the page (it is now {state}); review it and decide again."
     return f"the transition table does not allow the fallback from {state} now."
 
@@ -121,10 +107,10 @@ def follow_up(request: ConsoleRequest, event_id: str) -> HttpResponse:
         for error in form.errors.get("note", []):
             messages.error(request, f"Note not saved: {error}")
         return _back(event.id)
+    text = form.cleaned_data["note"]
     # The note and the mark that lists it among the follow-ups land together.
     with transaction.atomic():
-        note = _operator_note(event, form.cleaned_data["note"])
-        transitions.record_observation(event.id, note, now=current_clock().now(), actor=audit.actor(request.user))
-        audit.record(request.user, AuditAction.FOLLOW_UP, event.id, applied=True, detail=form.cleaned_data["note"])
+        operator.note(event.id, text, actor=audit.actor(request.user), now=current_clock().now())
+        audit.record(request.user, AuditAction.FOLLOW_UP, event.id, applied=True, detail=text)
     messages.success(request, "Marked for follow-up.")
     return _back(event.id)

@@ -143,7 +143,7 @@ def _vertical_marks(event: Event, policy: PolicyVersion, now: datetime | None) -
     if event.fallback_available:
         marks.append((machine.fallback_deadline(event, policy), "fallback D", "deadline", "fallback deadline"))
     if event.act_by is not None:
-        marks.append((event.act_by, "act by", "act-by", "act by (budget runs out)"))
+        marks.append((event.act_by, "act by", "act-by", "act by (action budget runs out)"))
     marks.append((event.expires_at, "expiry", "expiry", "reset link expires"))
     if now is not None:
         marks.append((now, "now", "now", "now"))

@@ -14,8 +14,8 @@ from notify.rules import machine
 from notify.rules.vocabulary import Channel, NextAction, State
 from plumbing.clock import current_clock
 from policies.cache import policy_version
-from policies.models import PolicyVersion, Status
-from runbook.console import audit, status, timeline
+from policies.models import PolicyVersion, Stage
+from runbook.console import answers, audit, timeline
 from runbook.console.access import ConsoleRequest, requires
 from runbook.console.forms import NoteForm
 from runbook.models import AuditAction, AuditEntry, Page, PageMode
@@ -40,10 +40,10 @@ def _render(request: ConsoleRequest, template: str, partial: str, context: dict[
 @dataclass(frozen=True)
 class Row:
     event: Event
-    timing: status.Timing
+    timing: answers.Timing
     follow_up: bool
-    owner_live: bool  # status.lease_live
-    failing: bool  # status.failing
+    owner_live: bool  # answers.lease_live
+    failing: bool  # answers.failing
 
 
 @dataclass(frozen=True)
@@ -142,25 +142,25 @@ BEHIND_AFTER = timedelta(seconds=1)
 
 def _behind(now: datetime) -> timedelta | None:
     """How long due steps have waited for a worker, when that says the system is behind (else None)."""
-    lag = status.schedule_lag(now)
+    lag = answers.schedule_lag(now)
     return lag if lag > BEHIND_AFTER else None
 
 
 def _row(event: Event, now: datetime, follow_up: bool) -> Row:
-    timing = status.timing(event, policy_version(event.policy_id), now)
-    return Row(event, timing, follow_up, status.lease_live(event, now), status.failing(event))
+    timing = answers.timing(event, policy_version(event.policy_id), now)
+    return Row(event, timing, follow_up, answers.lease_live(event, now), answers.failing(event))
 
 
 @requires("runbook.view_console")
 def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
-    """The page a responder lands on from a page: who owns it, what was seen, budget, next step."""
+    """The page a responder lands on from a page: who owns it, what was seen, action budget, next step."""
     event = get_object_or_404(Event.objects.select_related("policy"), pk=event_id)
     claims = {Channel(claim.channel): claim for claim in event.claims.all()}
     newest_first = list(event.observations.order_by("-recorded_at", "-id")[:HISTORY_LIMIT])
     transitions = list(event.transitions.order_by("version"))
     now = current_clock().now()
-    described = status.describe(event, event.policy, claims, status.last_real_observation(newest_first), now)
-    met = status.last_real_observation_per_channel(newest_first)
+    described = answers.describe(event, event.policy, claims, answers.last_real_observation(newest_first), now)
+    met = answers.last_real_observation_per_channel(newest_first)
     user = request.user
     may_act = user.has_perm("runbook.act_on_events")
     context = {
@@ -194,7 +194,7 @@ def event_detail(request: ConsoleRequest, event_id: str) -> HttpResponse:
 
 
 def _situation(value: str) -> str:
-    return value if value in {situation.value for situation in status.Situation} else ""
+    return value if value in {situation.value for situation in answers.Situation} else ""
 
 
 @requires("runbook.view_console")
@@ -231,7 +231,7 @@ def page_review(request: ConsoleRequest) -> HttpResponse:
     """Would-have-paged (observe) and paged events by region and day, to review the threshold.
 
     Before a region's policy switches from observe to page, this is the evidence: how many
-    pages the margin would have sent, for which states, with how much budget left.
+    pages the margin would have sent, for which states, with how much action budget left.
     """
     since = current_clock().now() - timedelta(days=REVIEW_DAYS)
     recent = Page.objects.filter(opened_at__gte=since)  # page_opened_idx
@@ -242,7 +242,7 @@ def page_review(request: ConsoleRequest) -> HttpResponse:
             observed=Count("pk", filter=Q(mode=PageMode.OBSERVE)),
             paged=Count("pk", filter=Q(mode=PageMode.PAGE)),
             delivered=Count("pk", filter=Q(mode=PageMode.PAGE, trigger_sent_at__isnull=False)),
-            mean_budget=Avg("budget_seconds"),
+            mean_action_budget=Avg("budget_seconds"),
         )
         .order_by("-day", "region")
     )
@@ -268,7 +268,7 @@ def _regions_under_review(recent: QuerySet[Page]) -> list[dict[str, object]]:
         .values("region")
         .annotate(actionable=Count("pk", filter=~_NO_STEP_LEFT), without_action=Count("pk", filter=_NO_STEP_LEFT))
     }
-    published = PolicyVersion.objects.filter(status=Status.PUBLISHED).order_by("region")
+    published = PolicyVersion.objects.filter(status=Stage.PUBLISHED).order_by("region")
     return [
         {
             "region": policy.region,

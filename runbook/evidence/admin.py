@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from policies import lifecycle
 from policies.admin import LIFECYCLE_FIELDS, PREVIEW_FIELDS, PolicyVersionAdmin, staff_of
 from policies.forms import ApprovalForm
-from policies.models import AlertMode, PolicyVersion, Status
+from policies.models import AlertMode, PolicyVersion, Stage
 from runbook.evidence import approvals, projections
 from runbook.models import PolicyApproval, Projection, Recommendation
 
@@ -44,7 +44,7 @@ class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         version = self.get_object(request, object_id)
-        if version is not None and version.status == Status.DRAFT:
+        if version is not None and version.status == Stage.DRAFT:
             # A draft without a projection of its current content (never asked for, or the
             # draft changed since) gets one asked for now; the page says it is on its way.
             projections.request(version, timezone.now())
@@ -92,7 +92,7 @@ class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
             else ""
         )
         approve = ""
-        if obj.status == Status.DRAFT and known.current:
+        if obj.status == Stage.DRAFT and known.current:
             approve = format_html(
                 '<p><a class="button" href="{}">Approve this draft…</a></p>',
                 reverse("admin:policy_approve", args=[obj.pk]),
@@ -103,7 +103,7 @@ class EvidencedPolicyVersionAdmin(PolicyVersionAdmin):
     def approval_evidence(self, obj: PolicyVersion) -> SafeString:
         approval = PolicyApproval.objects.filter(policy=obj).select_related("approver").first()
         if approval is None:
-            return format_html("{}", "not approved yet" if obj.status == Status.DRAFT else "no recorded evidence")
+            return format_html("{}", "not approved yet" if obj.status == Stage.DRAFT else "no recorded evidence")
         return _evidence_table(approval)
 
     def approval_context(self, version: PolicyVersion) -> dict[str, Any]:

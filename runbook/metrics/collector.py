@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from notify import tallies
 from notify.models import Event, HostClock, Tally
 from plumbing.clock import current_clock
-from runbook.console import status
+from runbook.console import answers
 from runbook.models import Page, PageMode
 from runbook.paging import risk
 from runbook.paging.pager import RESOLVE, TRIGGER
@@ -77,6 +77,9 @@ HISTOGRAMS = [
         ("locale",),
     ),
 ]
+# The old name of smallest_action_budget_seconds, still emitted alongside it for one release
+# (CHANGELOG.md), then removed: dashboards and alert rules read the new name.
+DEPRECATED_SMALLEST_BUDGET = f"{PREFIX}_smallest_budget_seconds"
 TIMESTAMPS = [
     (tallies.SWEEPER_LAST_RUN, "When the sweeper last ran (Unix time)."),
     (tallies.ROLLUP_LAST_RUN, "When the metrics roll-up last ran (Unix time)."),
@@ -92,11 +95,12 @@ class DeliveryCollector(Collector):
         for name in (
             "open_events",
             "oldest_state_age_seconds",
-            "smallest_budget_seconds",
+            "smallest_action_budget_seconds",
             "events_at_risk",
             "failing_events",
         ):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", "")
+        yield GaugeMetricFamily(DEPRECATED_SMALLEST_BUDGET, "")
         yield GaugeMetricFamily(f"{PREFIX}_overdue_events", "")
         yield GaugeMetricFamily(f"{PREFIX}_schedule_lag_seconds", "")
         yield GaugeMetricFamily(f"{PREFIX}_smallest_sms_budget_seconds", "")
@@ -153,15 +157,22 @@ def _open_event_gauges(now: datetime) -> Iterator[Metric]:
     age = GaugeMetricFamily(
         f"{PREFIX}_oldest_state_age_seconds", "Longest time an open event has been in its state.", labels=labels
     )
-    budget = GaugeMetricFamily(
-        f"{PREFIX}_smallest_budget_seconds", "Least action budget (act_by - now) of an open event.", labels=labels
+    action_budget = GaugeMetricFamily(
+        f"{PREFIX}_smallest_action_budget_seconds",
+        "Least action budget (act_by - now) of an open event.",
+        labels=labels,
+    )
+    deprecated = GaugeMetricFamily(
+        DEPRECATED_SMALLEST_BUDGET, "Deprecated: use reset_delivery_smallest_action_budget_seconds", labels=labels
     )
     for row in by_state:
         values = [row["region"], row["state"]]
         open_events.add_metric(values, row["n"])
         age.add_metric(values, (now - row["oldest"]).total_seconds())
-        budget.add_metric(values, (row["tightest"] - now).total_seconds())
-    yield from (open_events, age, budget)
+        least = (row["tightest"] - now).total_seconds()
+        action_budget.add_metric(values, least)
+        deprecated.add_metric(values, least)
+    yield from (open_events, age, action_budget, deprecated)
 
 
 def _at_risk(now: datetime) -> Metric:
@@ -192,7 +203,7 @@ def _overdue(now: datetime) -> Metric:
         "Open events whose next step is overdue by more than the sweeper should ever allow.",
         labels=["region"],
     )
-    late = Event.objects.filter(next_action_at__lt=now - status.stuck_after())  # event_open_due_idx
+    late = Event.objects.filter(next_action_at__lt=now - answers.stuck_after())  # event_open_due_idx
     for row in late.values("region").annotate(n=Count("*")).order_by():
         gauge.add_metric([row["region"]], row["n"])
     return gauge
@@ -203,15 +214,15 @@ def _schedule_lag(now: datetime) -> Iterator[Metric]:
         f"{PREFIX}_schedule_lag_seconds",
         "How long the oldest due step that no worker holds has waited (0: none is waiting).",
     )
-    lag.add_metric([], status.schedule_lag(now).total_seconds())
+    lag.add_metric([], answers.schedule_lag(now).total_seconds())
     yield lag
-    smallest = status.smallest_sms_budget()
+    smallest = answers.smallest_sms_budget()
     if smallest is not None:
-        budget = GaugeMetricFamily(
+        sms_budget = GaugeMetricFamily(
             f"{PREFIX}_smallest_sms_budget_seconds", "The shortest SMS budget of any published policy."
         )
-        budget.add_metric([], smallest.total_seconds())
-        yield budget
+        sms_budget.add_metric([], smallest.total_seconds())
+        yield sms_budget
 
 
 # A host that stopped reporting (it was shut down, or its processes are idle) drops out.

@@ -14,7 +14,7 @@ is terminal. A delivery run works in three steps:
    claim. A failure is retried with a backoff of its own per message, capped below the
    policy's page margin; a 429 pauses the routing key for its ``Retry-After``.
 
-The payload carries the event id, region, state, remaining budget and the console link:
+The payload carries the event id, region, state, remaining action budget and the console link:
 never a phone number, address or reset link.
 """
 
@@ -286,14 +286,14 @@ def message(
         return body
     state = now_true.state if now_true else page.state
     next_action = now_true.next_action if now_true else page.next_action
-    budget = now_true.budget_seconds(now) if now_true and now else page.budget_seconds
+    action_budget = now_true.action_budget_seconds(now) if now_true and now else page.budget_seconds
     link = console_link(page.event_id)
     details = {
         "event_id": page.event_id,
         "region": page.region,
         "state": state,
         "next_action": next_action,
-        "remaining_budget_seconds": round(budget, 1),
+        "remaining_budget_seconds": round(action_budget, 1),
         "console": link,
         "runbook": f"{link}#runbook",
     }
@@ -307,7 +307,7 @@ def message(
         )
     else:
         kind = SUMMARY
-        summary = f"{kind}: {page.region} {state}, {budget:.0f}s of action budget left"
+        summary = f"{kind}: {page.region} {state}, {action_budget:.0f}s of action budget left"
     return body | {
         "payload": {
             "summary": summary,

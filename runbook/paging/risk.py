@@ -3,9 +3,9 @@
 An event is at risk when its action budget (``act_by - now``) is within its policy's
 page margin; it is pageable only while a step remains that someone could still take
 (non-terminal, not yet past its expiry, next action not "expire"). A terminal SMS
-failure with plenty of budget left is not at risk: the fallback is routine. An event whose
-worker step keeps raising (``Event.objects.failing``) is paged too, whatever its budget: it
-will not move until someone looks at it.
+failure with plenty of action budget left is not at risk: the fallback is routine. An
+event whose worker step keeps raising (``Event.objects.failing``) is paged too, whatever
+its action budget: it will not move until someone looks at it.
 """
 
 from collections import defaultdict
@@ -27,12 +27,12 @@ from runbook.models import Page, PageMode, PageReason
 @dataclass(frozen=True)
 class Evaluation:
     opened: int  # new pages (either mode)
-    not_pageable: int  # at risk by budget, but nothing is left to do (expired or about to)
+    not_pageable: int  # at risk by action budget, but nothing is left to do (expired or about to)
     resolved: int  # pages whose event reached a terminal state
 
 
 def at_risk_events(now: datetime) -> QuerySet[Event]:
-    """Open events whose budget is within their own policy's page margin.
+    """Open events whose action budget is within their own policy's page margin.
 
     One range scan of event_open_act_by_idx up to the widest margin of any policy, then
     each row checked against its own policy's margin (a join to a table of a few rows).
@@ -77,7 +77,7 @@ class Decided:
     next_action: str
     state: str
 
-    def budget_seconds(self, now: datetime) -> float:
+    def action_budget_seconds(self, now: datetime) -> float:
         return (self.act_by - now).total_seconds() if self.act_by is not None else 0.0
 
 
@@ -130,7 +130,7 @@ def evaluate(now: datetime) -> Evaluation:
                 "opened_at": now,
                 "state": event.state,
                 "next_action": now_true.next_action,
-                "budget_seconds": now_true.budget_seconds(now),
+                "budget_seconds": now_true.action_budget_seconds(now),
                 "next_attempt_at": now if mode == PageMode.PAGE else None,
             },
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.core.exceptions import ValidationError
 
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Stage
 from runbook.replay import report, timings
 from runbook.replay.report import Candidate, Counts, Results, Target
 from runbook.replay.simulate import Shared, collector_paused, simulate
@@ -78,7 +78,7 @@ def candidates(base: PolicyVersion, variation: Variation | None) -> list[tuple[C
         return made
     for raw in variation.values:
         policy = copy.copy(base)
-        policy.pk, policy.status = None, Status.DRAFT
+        policy.pk, policy.status = None, Stage.DRAFT
         try:
             number = float(raw)
         except ValueError:

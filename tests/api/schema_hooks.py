@@ -16,7 +16,7 @@ import schemathesis
 # these, are documented in the operation's description. Anything else (invalid_request,
 # unknown_field) on a schema-valid request means the schema promises more than the API accepts.
 # Written out, not imported: the CLI loads this module without Django (test_fuzz.py checks the list
-# against notify.events.Refusal).
+# against notify.intake.Refusal).
 DOCUMENTED_REFUSALS = frozenset(
     {
         "invalid_phone", "invalid_email", "invalid_reset_url", "invalid_expiry", "unusable_expiry",

@@ -7,8 +7,8 @@ import time_machine
 from django.test import Client
 
 from config.env import Rate
-from notify import tasks
 from notify.models import Claim, Event, ServiceToken
+from notify.writes import wake_ups
 from plumbing.clock import system_clock
 from policies.models import LONGEST_LIFETIME
 from tests.api.payloads import body, post
@@ -20,9 +20,21 @@ def published(policy):
     return policy
 
 
-def test_a_new_request_creates_the_event_and_enqueues_its_first_step(api, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False) as wakeups:
+def test_a_new_request_creates_the_event_and_enqueues_its_first_step(
+    api, django_capture_on_commit_callbacks, monkeypatch
+):
+    published = []
+
+    def publish(event_id: str, countdown: float) -> bool:
+        published.append(event_id)
+        return True
+
+    monkeypatch.setattr(wake_ups, "publish", publish)
+    with django_capture_on_commit_callbacks(execute=False) as after_commit:
         response = post(api, body(client_key="k-1"))
+    assert published == []  # nothing goes before the event is committed
+    for callback in after_commit:
+        callback()
 
     assert response.status_code == 201
     created = response.json()
@@ -40,8 +52,8 @@ def test_a_new_request_creates_the_event_and_enqueues_its_first_step(api, django
     assert (event.service, event.client_key) == ("accounts", "k-1")
     # The first wake-up is recorded as pending by the creating INSERT, and sent once it commits.
     assert event.wake_at == event.created_at
-    [wakeup] = wakeups
-    assert (wakeup.func, wakeup.args, wakeup.keywords) == (tasks.send_recorded, (event.id,), {"at": event.wake_at})
+    assert published == [event.id]
+    assert Event.objects.get(pk=event.id).wake_at == event.wake_at  # sent as recorded, not recorded again
 
 
 def test_an_explicit_expiry_with_an_offset_is_kept(api):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 
 from config.env import Rate
 from config.wsgi import application
-from notify.events import Refusal
+from notify.intake import Refusal
 from notify.models import Event
 from plumbing.ratelimit import limiter_for
 from tests.api import schema_hooks  # registers the check and the hook

@@ -98,7 +98,7 @@ def test_a_request_without_locale_or_time_zone_is_the_same_request_it_was_before
     import json
 
     from notify import vault
-    from notify.events import audience_of, checked_destinations, request_fingerprint
+    from notify.intake import audience_of, checked_destinations, request_fingerprint
     from tests.factories import reset_request
 
     request = reset_request()

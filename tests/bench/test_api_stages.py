@@ -5,8 +5,8 @@ from django.core.handlers.base import BaseHandler
 from ninja.operation import Operation
 
 from bench import api_stages
-from notify import tasks
 from notify.api import events as api_events
+from notify.writes import wake_ups
 
 
 @pytest.fixture
@@ -21,15 +21,15 @@ def test_each_kind_of_request_is_charged_the_stages_it_went_through(few_requests
 
     assert all(stages[kind][api_stages.WHOLE] > 0 for kind in ("creation", "whoami", "callback"))
     assert stages["creation"]["create_event"] > 0
-    assert stages["creation"]["wake-up publish"] > 0  # after the commit: the request really committed
-    assert stages["whoami"]["create_event"] == stages["whoami"]["wake-up publish"] == 0
+    assert stages["creation"]["  of which the wake-up published"] > 0  # after the commit: it really committed
+    assert stages["whoami"]["create_event"] == stages["whoami"]["  of which the wake-up published"] == 0
     assert stages["callback"]["transition (observation, CAS, claim)"] > 0
     assert stages["creation"]["create_event"] < stages["creation"][api_stages.WHOLE]
 
 
 def test_the_wrapped_functions_are_put_back(few_requests):
     def wrapped() -> tuple[object, ...]:
-        return BaseHandler.get_response, Operation._run_checks, vars(api_events)["create_event"], tasks.send_recorded
+        return BaseHandler.get_response, Operation._run_checks, vars(api_events)["create_event"], wake_ups.publish
 
     originals = wrapped()
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import expect
 
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Stage
 from tests.browser.conftest import PASSWORD
 from tests.factories import PolicyVersionFactory
 
@@ -25,7 +25,7 @@ email_body = """
 @pytest.fixture
 def draft(db) -> PolicyVersion:
     return PolicyVersionFactory.create(
-        status=Status.DRAFT,
+        status=Stage.DRAFT,
         published_at=None,
         sms_template="Reset: {{ reset_url }} (until {{ expires_time }} {{ expires_zone }})",
         sms_max_segments=1,

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from plumbing.clock import system_clock
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Stage
 from runbook.evidence import projections
 from runbook.models import PolicyApproval
 from runbook.replay import timings
@@ -64,7 +64,7 @@ def test_a_new_admin_drafts_sees_the_projection_and_approves_with_a_reason(page,
     _log_in(page, live_server, "ada")
     _run_action(page, published, "new_version_from")
     expect(page.locator(".messagelist")).to_contain_text(f"from {published}")
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     page.goto(f"{live_server.url}/admin/policies/policyversion/{draft.pk}/change/")
     expect(page.locator(".projection-pending")).to_contain_text("Computing the projected effect")
     page.fill("#id_sms_budget", "00:00:05")
@@ -93,13 +93,13 @@ def test_a_new_admin_drafts_sees_the_projection_and_approves_with_a_reason(page,
     expect(approver.get_by_role("heading", name=f"Approve {draft}")).to_be_visible()
     approver.get_by_role("button", name=f"Approve {draft}").click()
     expect(approver.locator(".errorlist")).to_contain_text("approving it needs a written reason")
-    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Stage.DRAFT
 
     approver.fill("#id_reason", "the EU outage needs the email within seconds; extra SMS accepted")
     approver.get_by_role("button", name=f"Approve {draft}").click()
 
     expect(approver.locator(".messagelist")).to_contain_text("approved, with the figures of its projection")
-    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.APPROVED
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Stage.APPROVED
     assert PolicyApproval.objects.get(policy=draft).reason.startswith("the EU outage")
     approver.goto(f"{live_server.url}/admin/policies/policyversion/{draft.pk}/history/")
     expect(approver.locator("#approval-evidence")).to_contain_text("Approved by olu")
@@ -122,7 +122,7 @@ def test_a_new_admin_drafts_from_a_recommendation(page, live_server, tmp_path):
     _run_action(page, published, "draft_from_recommendation")
 
     expect(page.locator(".messagelist")).to_contain_text(re.compile(r"with sms_budget=0:01:\d\d"))
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     assert timedelta(seconds=90) <= draft.sms_budget <= timedelta(seconds=100)
     assert "replay recommends sms_budget=" in draft.reason
     assert page.problems == []

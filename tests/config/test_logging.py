@@ -28,15 +28,15 @@ def configured_logging(capsys):
 def test_a_production_log_line_is_one_json_object_with_the_events_fields(configured_logging, capsys):
     configured_logging("json")
 
-    logging.getLogger("notify.worker").info("step", extra={"event_id": "evt_1", "outcome": "done", "version": 3})
+    logging.getLogger("notify.worker").info("step", extra={"event_id": "evt_1", "result": "done", "version": 3})
 
     line = json.loads(capsys.readouterr().out.strip())
-    assert {key: line[key] for key in ("level", "logger", "event", "event_id", "outcome", "version")} == {
+    assert {key: line[key] for key in ("level", "logger", "event", "event_id", "result", "version")} == {
         "level": "INFO",
         "logger": "notify.worker",
         "event": "step",
         "event_id": "evt_1",
-        "outcome": "done",
+        "result": "done",
         "version": 3,
     }
     assert "time" in line
@@ -45,9 +45,9 @@ def test_a_production_log_line_is_one_json_object_with_the_events_fields(configu
 def test_a_demo_log_line_shows_the_fields_as_key_value_pairs(configured_logging, capsys):
     configured_logging("text")
 
-    logging.getLogger("notify.worker").info("step", extra={"event_id": "evt_1", "outcome": "done"})
+    logging.getLogger("notify.worker").info("step", extra={"event_id": "evt_1", "result": "done"})
 
-    assert capsys.readouterr().out.strip().endswith("INFO notify.worker step event_id=evt_1 outcome=done")
+    assert capsys.readouterr().out.strip().endswith("INFO notify.worker step event_id=evt_1 result=done")
 
 
 def test_the_twilio_librarys_request_logging_is_held_back(configured_logging, capsys):

@@ -230,8 +230,8 @@ def test_the_production_example_delivers_serves_its_console_and_stops_and_restar
 
     # The probes and /metrics, as a load balancer and Prometheus ask them.
     assert example.get("/healthz")[0] == 200
-    status, _, body = example.get("/readyz")
-    assert (status, json.loads(body)["status"]) == (200, "ready")
+    http_status, _, body = example.get("/readyz")
+    assert (http_status, json.loads(body)["status"]) == (200, "ready")
     assert example.get("/metrics", Authorization=f"Bearer {environment['METRICS_TOKEN']}")[0] == 200
 
     # The console in Chromium: every asset from the web process itself, hashed and cached for a year.

@@ -8,9 +8,10 @@ import pytest
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
-from notify import tallies, tasks
+from notify import tallies
 from notify.models import Event, Observation, Tally, Transition
 from notify.rules.vocabulary import Cause, Channel, Normalized, State
+from notify.writes import wake_ups
 from plumbing.clock import system_clock
 from policies.models import ChannelPlan
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, new_event
@@ -66,7 +67,7 @@ def scripted(
     if smtp:
         simulator.control.script_email(email, smtp=list(smtp))
     event = new_event(system_clock.now(), phone=phone, email=email, region=region, ttl=seconds(ttl), **destination)
-    tasks.wake(event.id)
+    wake_ups.send_after_commit(wake_ups.WakeUp(event.id, system_clock.now()))
     return event
 
 
@@ -191,7 +192,7 @@ def test_two_worker_processes_woken_together_send_one_sms(simulator, start_worke
     start_worker(concurrency=2)
     event = scripted(simulator, statuses=[("sent", 0.2), ("delivered", 0.4)])
     for _ in range(20):
-        tasks.wake(event.id)
+        wake_ups.send_after_commit(wake_ups.WakeUp(event.id, system_clock.now()))
 
     states = settled(event)
 

@@ -5,21 +5,21 @@ from datetime import timedelta
 from django.conf import settings
 from twilio.request_validator import RequestValidator
 
-from notify import transitions
+from notify.messages import sms_callback_url
 from notify.models import Event
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
-from notify.transitions import ObservationInput
-from notify.worker import sms_callback_url
+from notify.writes import intent, leases, moves
 from tests.factories import CANARY_PHONE
 
 
 def observe(event_id, channel, normalized, now, *, source=Source.CALLBACK, lease=None, actor="test"):
     observation = ObservationInput(channel=channel, source=source, normalized=Normalized(normalized))
-    return transitions.record_observation(event_id, observation, now=now, actor=actor, lease=lease)
+    return moves.record_observation(event_id, observation, now=now, actor=actor, lease=lease)
 
 
 def claim(event_id, now, *, lease=None, actor="test", cause=Cause.DEADLINE):
-    return transitions.claim_email_fallback(event_id, now=now, actor=actor, cause=cause, lease=lease)
+    return moves.claim_email_fallback(event_id, now=now, actor=actor, cause=cause, lease=lease)
 
 
 # The operation that asks for each target state (sms_requested has none: it is only entered at creation).
@@ -30,7 +30,7 @@ OPERATIONS = {
     State.EMAIL_CLAIMED: lambda event_id, now: claim(event_id, now),
     State.EMAIL_ACCEPTED: lambda event_id, now: observe(event_id, Channel.EMAIL, Normalized.ACCEPTED, now),
     State.EMAIL_FAILED: lambda event_id, now: observe(event_id, Channel.EMAIL, Normalized.TERMINAL_FAILURE, now),
-    State.EXPIRED: lambda event_id, now: transitions.expire(event_id, now=now, actor="test"),
+    State.EXPIRED: lambda event_id, now: moves.expire(event_id, now=now, actor="test"),
 }
 
 # A path from sms_requested to each state, through allowed transitions only.
@@ -48,10 +48,10 @@ PATHS = {
 
 def submit(event_id, channel, now):
     """Do what a worker does before calling a provider: hold the lease, record the intent."""
-    lease = transitions.take_lease(event_id, "test-worker", at=now, ttl=timedelta(seconds=30))
+    lease = leases.take(event_id, "test-worker", at=now, ttl=timedelta(seconds=30))
     assert lease is not None, "event is leased by someone else"
-    assert transitions.begin_submit(event_id, channel, now=now, at=now, lease=lease)
-    transitions.release_lease(event_id, lease)
+    assert intent.begin_submit(event_id, channel, now=now, at=now, lease=lease)
+    leases.give_back(event_id, lease)
 
 
 SUBMITTED_BEFORE = {

@@ -27,6 +27,7 @@ from config.celery import app
 from config.lanes import STEP_QUEUE
 from notify import broker, tasks
 from notify.models import Event
+from notify.writes import wake_ups
 from tests.factories import new_event
 
 EVENT_ID = "evt_01TESTBROKERWAKEUP0000000"
@@ -72,7 +73,7 @@ def test_a_wake_up_is_the_message_apply_async_sends(step_queue):
 
 
 def test_a_wake_up_sent_says_it_went(step_queue):
-    assert tasks.send(EVENT_ID) is True
+    assert wake_ups.publish(EVENT_ID) is True
 
     (message,) = received(step_queue, 1)
 
@@ -160,7 +161,7 @@ def test_an_unreachable_broker_costs_the_hint_not_the_request(monkeypatch, caplo
     returned = []
 
     def send() -> None:
-        tasks.send(EVENT_ID)
+        wake_ups.publish(EVENT_ID)
         returned.append(True)
 
     sender = threading.Thread(target=send)
@@ -185,7 +186,7 @@ def test_a_broker_that_never_answers_costs_the_hint_not_the_request(monkeypatch,
 
     def send_three() -> None:
         for _ in range(3):
-            returned.append(tasks.send(EVENT_ID))
+            returned.append(wake_ups.publish(EVENT_ID))
 
     sender = threading.Thread(target=send_three)  # a thread of its own: a producer of its own
 
@@ -235,7 +236,7 @@ def test_wake_ups_sent_at_once_do_not_wait_for_each_other(monkeypatch, silent_se
 
     def send() -> None:
         started.wait()
-        tasks.send(EVENT_ID)
+        wake_ups.publish(EVENT_ID)
 
     senders = [threading.Thread(target=send) for _ in range(4)]
     for sender in senders:

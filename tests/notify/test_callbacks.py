@@ -7,9 +7,9 @@ import time_machine
 from django.conf import settings
 from twilio.request_validator import RequestValidator
 
+from notify.messages import sms_callback_url
 from notify.models import Claim, Event, Observation
 from notify.rules.vocabulary import Channel, ClaimState, Effect, Normalized, State
-from notify.worker import sms_callback_url
 from tests.factories import CANARY_PHONE, new_event
 from tests.notify.helpers import SID, claim, drive_to, post_status, submit
 
@@ -143,7 +143,7 @@ def test_each_callback_is_logged_with_what_it_did_in_the_shared_vocabulary(clien
     post_status(client, event.id, "sent")  # the same report again
     assert claim(event.id, event.created_at + policy.sms_budget).applied
     post_status(client, event.id, "delivered")  # after the fallback took over
-    outcomes = [record.outcome for record in caplog.records if record.getMessage() == "callback"]
+    outcomes = [record.result for record in caplog.records if record.getMessage() == "callback"]
     assert outcomes == [Effect.RECORDED, "duplicate", Effect.LATE]
     effects = Observation.objects.filter(event=event, raw_status__in=["sent", "delivered"]).order_by("id")
     assert list(effects.values_list("effect", flat=True)) == [Effect.RECORDED, Effect.LATE]

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from notify import transitions
 from notify.models import Claim, Event, Transition
 from notify.rules import machine
 from notify.rules.vocabulary import Cause, Channel, Effect, Normalized, Source, State
+from notify.writes import leases
 from tests.concurrency import race
 from tests.factories import new_event
 from tests.notify.helpers import claim, drive_to, observe
@@ -53,22 +53,22 @@ def test_racing_receipts_and_claims_end_with_exactly_one_email_claim_per_event(p
 def test_racing_workers_take_a_lease_exactly_once(policy, clock):
     event = new_event(clock.now())
 
-    leases = race(lambda i: transitions.take_lease(event.id, f"worker-{i}", at=clock.now(), ttl=TTL))
+    taken = race(lambda i: leases.take(event.id, f"worker-{i}", at=clock.now(), ttl=TTL))
 
-    winners = [lease for lease in leases if lease is not None]
+    winners = [lease for lease in taken if lease is not None]
     assert len(winners) == 1
     assert Event.objects.get(pk=event.id).lease_owner == winners[0].owner
 
 
 def test_a_worker_cannot_commit_after_its_expired_lease_was_taken_over(policy, clock):
     event = new_event(clock.now())
-    stale = transitions.take_lease(event.id, "worker-a", at=clock.now(), ttl=TTL)
+    stale = leases.take(event.id, "worker-a", at=clock.now(), ttl=TTL)
     taken_over = threading.Event()
     later = clock.now() + TTL + timedelta(seconds=1)
 
     def worker(i):
         if i == 0:  # the new owner, on its own connection
-            lease = transitions.take_lease(event.id, "worker-b", at=later, ttl=TTL)
+            lease = leases.take(event.id, "worker-b", at=later, ttl=TTL)
             taken_over.set()
             return lease
         taken_over.wait(timeout=10)  # the slow old owner comes back after the take-over
@@ -77,7 +77,7 @@ def test_a_worker_cannot_commit_after_its_expired_lease_was_taken_over(policy, c
     new_lease, stale_write = race(worker, count=2)
 
     assert new_lease is not None
-    assert stale_write.result == Effect.CONFLICT
+    assert stale_write.effect == Effect.CONFLICT
     assert Event.objects.get(pk=event.id).state == State.SMS_REQUESTED
 
 
@@ -103,7 +103,7 @@ def test_racing_writers_on_one_event_never_skip_or_repeat_a_version(policy, cloc
 
 
 def test_racing_creations_with_one_client_key_make_one_event(policy, clock):
-    from notify.events import create_event
+    from notify.writes.create import create_event
     from tests.factories import reset_request
 
     request = reset_request(client_key="same-key")

@@ -37,7 +37,7 @@ def test_a_poisoned_event_does_not_take_the_turns_of_healthy_events(policy, cloc
     reports = [turn(healthy[n % 3].id, transports, clock) for n in range(9)]
 
     assert {Event.objects.get(pk=event.id).state for event in healthy} == {State.SMS_PENDING}
-    assert [report.outcome for report in reports].count("failed") == 1
+    assert [report.result for report in reports].count("failed") == 1
     stored = Event.objects.get(pk=bad.id)
     assert (stored.state, stored.step_failures, stored.step_error) == (
         State.SMS_REQUESTED,
@@ -54,7 +54,7 @@ def test_a_failed_step_is_woken_again_after_its_backoff(policy, clock, simulator
     report = step(bad.id, transports, clock)
 
     stored = Event.objects.get(pk=bad.id)
-    assert report.outcome == "failed"
+    assert report.result == "failed"
     assert report.wake_after == settings.NOTIFY_STEP_BACKOFF
     assert stored.next_action_at == clock.now() + settings.NOTIFY_STEP_BACKOFF
     assert stored.wake_at == stored.next_action_at  # recorded, for the task to send

@@ -8,10 +8,10 @@ a recorded unknown outcome explains a second copy under the same Message-ID.
 
 import pytest
 
-from notify import transitions
 from notify.models import Observation
 from notify.rules.vocabulary import Channel, NextAction, Normalized, State
 from notify.transports import Transports
+from notify.writes import leases
 from tests.notify.workers import email_count, run_until_settled, scripted_event, sms_count, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,10 +79,10 @@ def test_the_next_worker_recovers_the_intent_without_a_duplicate(policy, clock, 
     event = scripted_event(simulator, clock, statuses=FAILS)
 
     report = crash(boundary, event, transports, clock, policy)
-    assert report.outcome == ("failed" if boundary in INSIDE_A_CALL else "done")
+    assert report.result == ("failed" if boundary in INSIDE_A_CALL else "done")
     if mode == "kill":
         # A killed process never releases its lease: it stays held until it expires.
-        assert transitions.take_lease(event.id, "killed-worker", at=clock.now(), ttl=policy.lease_ttl)
+        assert leases.take(event.id, "killed-worker", at=clock.now(), ttl=policy.lease_ttl)
     settled = run_until_settled(event.id, transports, clock)
 
     assert settled.state == State.EMAIL_ACCEPTED
@@ -107,14 +107,14 @@ def test_the_next_worker_recovers_the_intent_without_a_duplicate(policy, clock, 
 
 def test_a_killed_workers_event_is_left_alone_until_its_lease_expires(policy, clock, simulator, transports):
     event = scripted_event(simulator, clock)
-    assert step(event.id, crashing(transports, "sms", "after"), clock).outcome == "failed"
-    transitions.take_lease(event.id, "killed-worker", at=clock.now(), ttl=policy.lease_ttl)
+    assert step(event.id, crashing(transports, "sms", "after"), clock).result == "failed"
+    leases.take(event.id, "killed-worker", at=clock.now(), ttl=policy.lease_ttl)
 
     clock.advance(policy.lease_ttl.total_seconds() - 1)
     while_held = step(event.id, transports, clock)
     clock.advance(1)
     after_expiry = step(event.id, transports, clock)
 
-    assert while_held.outcome == "busy"
-    assert (after_expiry.outcome, after_expiry.actions[0]) == ("done", NextAction.RECOVER_SMS)
+    assert while_held.result == "busy"
+    assert (after_expiry.result, after_expiry.actions[0]) == ("done", NextAction.RECOVER_SMS)
     assert sms_count(simulator, event.id) == 1

@@ -8,10 +8,11 @@ from django.test.utils import CaptureQueriesContext
 from psycopg import _queries as psycopg_queries
 
 from notify import vault
-from notify.events import EventRefused, Refusal, create_event
+from notify.intake import EventRefused, Refusal
 from notify.models import Claim, Event, Transition, VaultEntry
 from notify.rules.vocabulary import Cause, Channel, ClaimState, NextAction, State
-from policies.models import ChannelPlan, Status
+from notify.writes.create import create_event
+from policies.models import ChannelPlan, Stage
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory, reset_request
 
 PII = (CANARY_PHONE, CANARY_EMAIL, CANARY_RESET_URL)
@@ -122,7 +123,7 @@ def test_a_creation_s_statement_stays_within_what_psycopg_caches_the_parse_of(db
 def _publish_elsewhere(retired, **fields):
     """Publish a new version of ``retired``'s region as another process would: this one's
     presumption of the published version is left as it was."""
-    type(retired).objects.filter(pk=retired.pk).update(status=Status.RETIRED)
+    type(retired).objects.filter(pk=retired.pk).update(status=Stage.RETIRED)
     return PolicyVersionFactory.create(region=retired.region, number=retired.number + 1, **fields)
 
 
@@ -148,7 +149,7 @@ def test_a_request_the_old_version_refused_is_judged_under_the_one_published_sin
 
 def test_a_region_whose_version_was_retired_elsewhere_is_refused_as_unknown(db, policy, clock):
     create_event(reset_request(), now=clock.now())
-    type(policy).objects.filter(pk=policy.pk).update(status=Status.RETIRED)
+    type(policy).objects.filter(pk=policy.pk).update(status=Stage.RETIRED)
 
     with pytest.raises(EventRefused) as refused:
         create_event(reset_request(), now=clock.now())
@@ -211,7 +212,7 @@ def test_it_accepts_a_lifetime_of_exactly_the_policy_maximum(db, policy, clock):
 
 
 def test_it_refuses_a_region_without_an_active_policy(db, policy, clock):
-    PolicyVersionFactory.create(region="EU", status=Status.DRAFT, published_at=None)
+    PolicyVersionFactory.create(region="EU", status=Stage.DRAFT, published_at=None)
 
     with pytest.raises(EventRefused) as refused:
         create_event(reset_request(region="EU"), now=clock.now())
@@ -221,7 +222,7 @@ def test_it_refuses_a_region_without_an_active_policy(db, policy, clock):
 
 
 def test_it_creates_under_the_published_version_of_the_region(db, policy, clock):
-    PolicyVersionFactory.create(region="US", number=policy.number + 1, status=Status.DRAFT)
+    PolicyVersionFactory.create(region="US", number=policy.number + 1, status=Stage.DRAFT)
     PolicyVersionFactory.create(region="EU", number=policy.number + 2)
 
     assert create_event(reset_request(), now=clock.now()).event.policy == policy

@@ -13,10 +13,12 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.urls import reverse
 
-from notify import rows, transitions, worker
+from notify import worker
 from notify.models import Event, HostClock
 from notify.rules.vocabulary import Channel, NextAction
 from notify.transports import Transports, lease_hold
+from notify.writes import leases
+from notify.writes import sql as write_sql
 from plumbing import clockwatch
 from plumbing.clock import DatabaseClock, SystemClock, parse_database_time
 from tests.concurrency import run_interleaved
@@ -28,9 +30,9 @@ LEASE = timedelta(seconds=30)
 
 
 def database_now() -> datetime:
-    sql, _ = rows.database_time(None)
+    now, _ = write_sql.database_time(None)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {sql}".replace("%%", "%"))
+        cursor.execute(f"SELECT {now}".replace("%%", "%"))
         return parse_database_time(cursor.fetchone()[0])
 
 
@@ -54,27 +56,27 @@ NO_PROVIDERS = Transports(NoProvider(), NoProvider())
 
 def test_a_worker_whose_clock_runs_30s_ahead_does_not_take_over_a_live_lease(policy, settings, database_clock):
     event = new_event(database_now())
-    assert transitions.take_lease(event.id, "holder", at=None, ttl=LEASE)
+    assert leases.take(event.id, "holder", at=None, ttl=LEASE)
     settings.NOTIFY_CLOCK_OFFSET = 31
 
     ahead = worker.step_event(event.id, transports=NO_PROVIDERS, clock=database_clock, owner="ahead")
 
-    assert ahead.outcome == "busy"
+    assert ahead.result == "busy"
     assert Event.objects.get(pk=event.id).lease_owner == "holder"
 
 
 def test_judged_by_its_own_clock_the_same_worker_would_take_over(policy, settings):
     # What the database's clock prevents: the host's own time, pinned into the statement.
     event = new_event(database_now())
-    assert transitions.take_lease(event.id, "holder", at=None, ttl=LEASE)
+    assert leases.take(event.id, "holder", at=None, ttl=LEASE)
     settings.NOTIFY_CLOCK_OFFSET = 31
 
-    assert transitions.take_lease(event.id, "ahead", at=SystemClock().pinned(), ttl=LEASE) is not None
+    assert leases.take(event.id, "ahead", at=SystemClock().pinned(), ttl=LEASE) is not None
 
 
 def test_a_worker_whose_clock_runs_30s_behind_cannot_keep_an_expired_lease(policy, settings, database_clock):
     event = new_event(database_now())
-    lease = transitions.take_lease(event.id, "behind", at=None, ttl=timedelta(milliseconds=50))
+    lease = leases.take(event.id, "behind", at=None, ttl=timedelta(milliseconds=50))
     assert lease is not None
     settings.NOTIFY_CLOCK_OFFSET = -30
     expires = Event.objects.get(pk=event.id).lease_expires_at
@@ -82,8 +84,8 @@ def test_a_worker_whose_clock_runs_30s_behind_cannot_keep_an_expired_lease(polic
     while database_now() <= expires:
         pass
 
-    assert not transitions.renew_lease(event.id, lease, at=database_clock.pinned(), ttl=LEASE)
-    assert transitions.renew_lease(event.id, lease, at=SystemClock().pinned(), ttl=LEASE)  # its own clock would
+    assert not leases.renew(event.id, lease, at=database_clock.pinned(), ttl=LEASE)
+    assert leases.renew(event.id, lease, at=SystemClock().pinned(), ttl=LEASE)  # its own clock would
 
 
 def test_the_intent_holds_the_lease_and_sets_the_settle_time_on_the_databases_clock(
@@ -105,7 +107,7 @@ def test_the_intent_holds_the_lease_and_sets_the_settle_time_on_the_databases_cl
 def test_the_console_will_not_release_a_live_lease_when_its_host_runs_ahead(policy, settings, client):
     settings.NOTIFY_CLOCK = "database"
     event = new_event(database_now())
-    lease = transitions.take_lease(event.id, "worker-mid-call", at=None, ttl=LEASE)
+    lease = leases.take(event.id, "worker-mid-call", at=None, ttl=LEASE)
     assert lease is not None
     responder = User.objects.create_user("rita")
     responder.groups.add(Group.objects.get(name="responders"))
@@ -132,7 +134,7 @@ def test_each_worker_step_reports_its_hosts_offset_for_the_metrics(policy, setti
     clockwatch.flush()  # what earlier readings in this process left in the window
     settings.NOTIFY_CLOCK_OFFSET, settings.NOTIFY_HOST_NAME = -30, "worker-behind"
     event = new_event(database_now())
-    transitions.take_lease(event.id, "holder", at=None, ttl=LEASE)
+    leases.take(event.id, "holder", at=None, ttl=LEASE)
 
     worker.step_event(event.id, transports=NO_PROVIDERS, clock=database_clock, owner="behind")
     clockwatch.flush()

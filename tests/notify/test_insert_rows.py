@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from notify import rows
 from notify.models import Claim, Event, Transition, VaultEntry
 from notify.rules.vocabulary import State
+from notify.writes import sql as write_sql
 
 MODELS = [Event, Claim, VaultEntry, Transition]
 
@@ -50,7 +50,7 @@ def outcome(convert, instance):
         warnings.simplefilter("ignore", RuntimeWarning)  # a naive datetime, made aware by its field
         try:
             row = convert(instance)
-            return [comparable(rows._param(value)) for value in row.values()], list(row)
+            return [comparable(write_sql.adapted(value)) for value in row.values()], list(row)
         except Exception as error:  # the same refusal, whatever it is, is the expected outcome
             return type(error)
 
@@ -63,7 +63,7 @@ def test_a_row_is_what_django_would_insert_whatever_the_values(model, data):
     for field in model._meta.concrete_fields:
         setattr(instance, field.attname, data.draw(any_value, label=field.attname))
 
-    assert outcome(rows._model_row, instance) == outcome(as_django_writes, instance)
+    assert outcome(write_sql._model_row, instance) == outcome(as_django_writes, instance)
 
 
 def test_the_usual_values_are_written_as_they_are(db):
@@ -71,7 +71,7 @@ def test_the_usual_values_are_written_as_they_are(db):
     now = datetime.now(UTC)
     event = Event(id="evt_1", state=State.SMS_REQUESTED, version=1, fallback_available=True, created_at=now)
 
-    row = rows._model_row(event)
+    row = write_sql._model_row(event)
 
     assert row["id"] == "evt_1"
     assert row["state"] is State.SMS_REQUESTED

@@ -5,10 +5,12 @@ from datetime import timedelta
 
 import pytest
 
-from notify import invariants, transitions
+from notify import invariants
 from notify.messages import message_id
 from notify.models import Claim, Event, Observation, Transition, claim_key
+from notify.rules import plan
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
+from notify.writes import moves
 from tests.factories import new_event
 
 GRACE = timedelta(seconds=10)
@@ -19,15 +21,15 @@ def kinds(found):
 
 
 def observe(event, normalized, now, channel=Channel.SMS):
-    observation = transitions.ObservationInput(channel, Source.CALLBACK, normalized)
-    transitions.record_observation(event.id, observation, now=now, actor="test")
+    observation = plan.ObservationInput(channel, Source.CALLBACK, normalized)
+    moves.record_observation(event.id, observation, now=now, actor="test")
 
 
 def test_a_clean_history_has_no_violation(policy, clock):
     event = new_event(clock.now())
     observe(event, Normalized.ACCEPTED, clock.now())
     observe(event, Normalized.TERMINAL_FAILURE, clock.now())
-    transitions.claim_email_fallback(event.id, now=clock.now(), actor="test", cause=Cause.OBSERVATION)
+    moves.claim_email_fallback(event.id, now=clock.now(), actor="test", cause=Cause.OBSERVATION)
     observe(event, Normalized.ACCEPTED, clock.now(), channel=Channel.EMAIL)
     provider = invariants.ProviderCounts(sms={event.id: 1}, email={message_id(event.id, policy.email_from): 1})
     assert invariants.check(now=clock.now(), grace=GRACE, provider=provider) == []

@@ -1,12 +1,10 @@
 """The pure rules: the next action per state, the action budget and the fallback deadline."""
 
 from datetime import timedelta
-from enum import Enum
 
 import pytest
 
 from notify.rules import machine
-from notify.rules import vocabulary as states
 from notify.rules.machine import ClaimSnapshot, EventSnapshot
 from notify.rules.vocabulary import Channel, ClaimState, NextAction, State
 from tests.conftest import T0
@@ -139,17 +137,6 @@ def test_every_state_but_the_first_is_the_target_of_some_operation():
     targets = set(machine.OBSERVATION_TARGETS.values()) | {State.EMAIL_CLAIMED, State.EXPIRED}
     assert targets == set(State) - {State.SMS_REQUESTED}
     assert all(State.SMS_REQUESTED not in allowed for allowed in machine.ALLOWED_TRANSITIONS.values())
-
-
-STORED_ENUMS = [value for value in vars(states).values() if isinstance(value, type) and issubclass(value, Enum)]
-
-
-@pytest.mark.parametrize("member", [member for enum in STORED_ENUMS for member in enum])
-def test_a_member_s_plain_value_is_the_str_stored_for_it(member):
-    value = machine.plain(member)
-
-    assert value == member.value
-    assert type(value) is str  # not the member: what a row, a log line or a CSV field holds
 
 
 @pytest.mark.parametrize("member", [*State])

@@ -7,7 +7,7 @@ import pytest
 from notify import messages
 from notify.vault import Destinations
 from policies.datafiles import DEFAULTS_DIR, read
-from policies.models import MessagePurpose, PolicyVersion
+from policies.models import MessageCategory, PolicyVersion
 from policies.rendering import Audience
 from tests.conftest import T0
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, PolicyVersionFactory
@@ -44,7 +44,7 @@ def test_the_sms_text_carries_the_link_unescaped():
 
 
 def test_a_marketing_policy_is_refused_by_this_workflow():
-    policy = PolicyVersionFactory.build(purpose=MessagePurpose.MARKETING)
+    policy = PolicyVersionFactory.build(purpose=MessageCategory.MARKETING)
 
     with pytest.raises(messages.NotTransactional, match="transactional"):
         messages.reset_email("evt_01ABC", policy, DESTINATIONS, NOWHERE, T0)

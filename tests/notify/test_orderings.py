@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from notify import transitions
 from notify.models import Claim, Event, Transition
 from notify.rules import machine
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Cause, Channel, Effect, Normalized, Source, State
-from notify.transitions import ObservationInput
+from notify.writes import intent, leases, moves
 from tests.conftest import T0
 from tests.factories import new_event
 from tests.notify.helpers import claim, observe
@@ -34,7 +34,7 @@ class EventLifecycle(RuleBasedStateMachine):
     def create(self, fallback, ttl):
         self.now = T0
         self.event = new_event(self.now, email="someone@example.org" if fallback else "", ttl=timedelta(seconds=ttl))
-        self.leases: dict[str, transitions.Lease] = {}
+        self.leases: dict[str, leases.Lease] = {}
         self.terminal_state: str | None = None
         self.last_version = 1
         self.known = None  # the event as some earlier write left it: often stale, which must not matter
@@ -54,9 +54,7 @@ class EventLifecycle(RuleBasedStateMachine):
     def receipt_from_a_known_event(self, channel, status):
         if self.known is not None:
             observation = ObservationInput(channel=channel, source=Source.POLL, normalized=status)
-            outcome = transitions.record_observation(
-                self.event.id, observation, now=self.now, actor="test", known=self.known
-            )
+            outcome = moves.record_observation(self.event.id, observation, now=self.now, actor="test", known=self.known)
             self.known = outcome.after
 
     @rule(status=STATUSES)
@@ -65,28 +63,26 @@ class EventLifecycle(RuleBasedStateMachine):
         # its write, however stale that read is by the time the write lands.
         if self.known is not None:
             observation = ObservationInput(channel=Channel.SMS, source=Source.CALLBACK, normalized=status)
-            outcome = transitions.record_receipt(
-                self.event.id, observation, now=self.now, actor="test", known=self.known
-            )
+            outcome = moves.record_receipt(self.event.id, observation, now=self.now, actor="test", known=self.known)
             self.known = outcome.after
 
     @rule(channel=CHANNELS)
     def submit(self, channel):
-        lease = transitions.take_lease(self.event.id, "submitter", at=self.now, ttl=TTL)
+        lease = leases.take(self.event.id, "submitter", at=self.now, ttl=TTL)
         if lease is not None:
-            transitions.begin_submit(self.event.id, channel, now=self.now, at=self.now, lease=lease)
-            transitions.release_lease(self.event.id, lease)
+            intent.begin_submit(self.event.id, channel, now=self.now, at=self.now, lease=lease)
+            leases.give_back(self.event.id, lease)
 
     @rule(worker=WORKERS)
     def take_lease(self, worker):
-        lease = transitions.take_lease(self.event.id, worker, at=self.now, ttl=TTL)
+        lease = leases.take(self.event.id, worker, at=self.now, ttl=TTL)
         if lease is not None:
             self.leases[worker] = lease
 
     @rule(worker=WORKERS)
     def release_lease(self, worker):
         if worker in self.leases:
-            transitions.release_lease(self.event.id, self.leases.pop(worker))
+            leases.give_back(self.event.id, self.leases.pop(worker))
 
     @rule(worker=WORKERS, channel=CHANNELS, status=STATUSES)
     def worker_observes(self, worker, channel, status):
@@ -104,12 +100,12 @@ class EventLifecycle(RuleBasedStateMachine):
 
     @rule()
     def expire(self):
-        transitions.expire(self.event.id, now=self.now, actor="sweeper")
+        moves.expire(self.event.id, now=self.now, actor="sweeper")
 
     def as_holder(self, worker, write):
         before = self.current()
         outcome = write(self.leases[worker])
-        if outcome.result == Effect.CONFLICT:
+        if outcome.effect == Effect.CONFLICT:
             # Fencing: only a holder whose token was bumped by a take-over is refused, and it wrote nothing.
             after = self.current()
             assert before.lease_token != self.leases[worker].token

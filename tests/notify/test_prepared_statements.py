@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from notify import worker
-from notify.events import create_event
 from notify.models import Event
+from notify.writes.create import create_event
 from tests.factories import reset_request
 from tests.notify.workers import scripted_event
 
@@ -59,5 +59,5 @@ def test_the_orm_s_statements_on_the_same_connection_are_not_prepared(db, policy
     for _ in range(3):
         assert Event.objects.filter(pk=created.event.id).exists()
 
-    # The ORM quotes its table names (SELECT 1 AS "a" FROM "notify_event" ...); notify.rows does not.
+    # The ORM quotes its table names (SELECT 1 AS "a" FROM "notify_event" ...); notify.writes does not.
     assert not [statement for statement in prepared_statements() if '"notify_event"' in statement]

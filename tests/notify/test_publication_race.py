@@ -6,8 +6,8 @@ import time
 import pytest
 from django.db import transaction
 
-from notify.events import create_event
-from policies.models import PolicyVersion, Status
+from notify.writes.create import create_event
+from policies.models import PolicyVersion, Stage
 from tests.concurrency import THREADS, race
 from tests.factories import PolicyVersionFactory, reset_request
 
@@ -29,7 +29,7 @@ def test_no_creation_is_pinned_to_a_version_retired_before_it_began(policy, cloc
         for number in range(policy.number + 1, policy.number + 1 + PUBLICATIONS):
             time.sleep(0.02)
             with transaction.atomic():
-                PolicyVersion.objects.filter(region="US", status=Status.PUBLISHED).update(status=Status.RETIRED)
+                PolicyVersion.objects.filter(region="US", status=Stage.PUBLISHED).update(status=Stage.RETIRED)
                 PolicyVersionFactory.create(region="US", number=number)
             with lock:
                 published.append((time.monotonic(), number))

@@ -5,10 +5,11 @@ from datetime import timedelta
 import time_machine
 
 from notify.models import Event, Observation, Transition, VaultEntry
-from notify.retention import Purged, purge
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, Normalized, Source, State
 from notify.tasks import purge_retained_data
-from notify.transitions import ObservationInput, record_observation
+from notify.writes.moves import record_observation
+from notify.writes.purge import Purged, purge
 from tests.factories import PolicyVersionFactory, new_event
 from tests.notify.helpers import submit
 

@@ -16,8 +16,9 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notify import tallies, transitions, worker
+from notify import tallies, worker
 from notify.models import Claim, Event, Observation, Tally
+from notify.rules import plan
 from notify.rules.vocabulary import Channel, ClaimState, NextAction, Normalized, State
 from notify.transports import Transports, call_bound, lease_hold
 from notify.transports.base import TransientError
@@ -144,7 +145,7 @@ def test_not_listed_proves_absence_only_if_the_list_was_read_past_the_horizon(st
 
     looked = now - timedelta(seconds=took)  # the list was read when the lookup began
 
-    seen = transitions.not_listed(
+    seen = plan.not_listed(
         begun, looked, now, proof_after=horizon, first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
     )
 
@@ -215,7 +216,7 @@ def test_an_email_to_a_relay_slower_than_the_lease_is_sent_once_though_another_w
     assert REPLY_DELAY < settings.EMAIL_TIMEOUT  # no read timeout ever fires
     assert lease_hold(Channel.EMAIL, policy.lease_ttl) >= call_bound(Channel.EMAIL) + settings.NOTIFY_LEASE_MARGIN
     # Neither the claim's settle time nor the lease had run out: slow is not gone.
-    assert (rival_reports[0].outcome, rival_reports[0].actions) in (("not_due", ()), ("busy", ()))
+    assert (rival_reports[0].result, rival_reports[0].actions) in (("not_due", ()), ("busy", ()))
     assert first.actions[:2] == (NextAction.SUBMIT_SMS, NextAction.CLAIM_EMAIL)
     assert settled.state == State.EMAIL_ACCEPTED
     assert email_count(slow_relay, event.id) == 1

@@ -38,7 +38,7 @@ def test_an_sms_submit_is_three_statements_and_a_poll_two(policy, clock, simulat
 
     assert (submit.actions, len(submit_sql)) == ((NextAction.SUBMIT_SMS,), 3)  # turn, intent, outcome + release
     assert (poll.actions, len(poll_sql)) == ((NextAction.POLL_SMS,), 2)  # turn, receipt + release
-    assert submit.wake_at is not None  # the release recorded the first poll's wake-up
+    assert submit.wake_up is not None  # the release recorded and sent the first poll's wake-up
 
 
 def test_a_rejected_sms_and_its_fallback_email_in_one_step_is_six_statements(policy, clock, simulator, transports):

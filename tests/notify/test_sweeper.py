@@ -5,9 +5,9 @@ from functools import partial
 
 import pytest
 
-from notify import rows, sweeper, transitions
 from notify.models import Event, Transition
 from notify.rules.vocabulary import State
+from notify.writes import leases, sweeper, wake_ups
 from tests.concurrency import race
 from tests.factories import new_event
 from tests.notify.helpers import drive_to, seconds
@@ -22,7 +22,7 @@ def sweep(now, *, batch=100, sent: bool = True):
         enqueued.append(event_id)
         return sent
 
-    forget = partial(rows.forget_wake_ups, at=now)  # as tasks.sweep forgets
+    forget = partial(wake_ups.forget, at=now)  # as tasks.sweep forgets
     swept = sweeper.sweep(now, enqueue=enqueue, forget=forget, batch=batch, redeliver_after=REDELIVER)
     return swept, enqueued
 
@@ -92,7 +92,7 @@ def test_an_event_not_yet_due_is_left_alone(policy, clock):
 
 def test_an_event_held_by_a_live_lease_is_skipped_until_the_lease_expires(policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, "busy-worker", at=clock.now(), ttl=seconds(30))
+    leases.take(event.id, "busy-worker", at=clock.now(), ttl=seconds(30))
 
     _, while_held = sweep(clock.now() + seconds(29))
     _, after_expiry = sweep(clock.now() + seconds(30))

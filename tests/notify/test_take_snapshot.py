@@ -15,9 +15,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection, connections
 
-from notify import transitions
 from notify.models import Event
 from notify.rules.vocabulary import Cause, Channel, State
+from notify.writes import leases, moves
 from tests.conftest import T0
 from tests.runbook.events import event_in
 
@@ -58,7 +58,7 @@ def take_while_an_operator_claims(event: Event, clock):
             connection.ensure_connection()  # so the statement starts as soon as it is told to
             connected.set()
             go.wait()
-            taken["turn"] = transitions.take_most_urgent("worker", at=clock.now())
+            taken["turn"] = leases.take_most_urgent("worker", at=clock.now())
         finally:
             connections.close_all()
 
@@ -67,7 +67,7 @@ def take_while_an_operator_claims(event: Event, clock):
     connected.wait()
     go.set()
     time.sleep(0.005)  # the turn's statement is walking past the held events
-    claimed = transitions.claim_email_fallback(event.id, now=clock.now(), actor="operator", cause=Cause.OPERATOR)
+    claimed = moves.claim_email_fallback(event.id, now=clock.now(), actor="operator", cause=Cause.OPERATOR)
     worker.join()
     return claimed, taken["turn"]
 
@@ -75,7 +75,7 @@ def take_while_an_operator_claims(event: Event, clock):
 def test_a_fallback_committed_while_the_turn_is_taken_is_read_with_its_claim(policy, clock):
     first = event_in(State.SMS_FAILED, clock, ttl=timedelta(seconds=600))
     hold_many_ahead_of(first, HELD_AHEAD)
-    transitions.take_lease(first.id, "holder", at=clock.now(), ttl=timedelta(hours=1))
+    leases.take(first.id, "holder", at=clock.now(), ttl=timedelta(hours=1))
     seen = []
     for _ in range(ROUNDS):
         contested = event_in(State.SMS_FAILED, clock, ttl=timedelta(seconds=600))  # behind the held ones
@@ -84,7 +84,7 @@ def test_a_fallback_committed_while_the_turn_is_taken_is_read_with_its_claim(pol
 
         assert claimed.applied
         if turn is None:  # the turn met the row locked by the claim's statement, and skipped it
-            transitions.take_lease(contested.id, "holder", at=clock.now(), ttl=timedelta(hours=1))
+            leases.take(contested.id, "holder", at=clock.now(), ttl=timedelta(hours=1))
             continue
         read, _ = turn
         assert read.event_id == contested.id

@@ -2,7 +2,7 @@
 
 from notify.models import Claim, Event, Observation, Transition
 from notify.rules.vocabulary import Cause, Channel, ClaimState, Effect, NextAction, Normalized, Source, State
-from notify.transitions import refresh_schedule
+from notify.writes.moves import refresh_schedule
 from tests.factories import new_event
 from tests.notify.helpers import claim, drive_to, observe, seconds
 
@@ -17,7 +17,7 @@ def test_it_stores_a_duplicate_receipt_as_evidence_without_a_second_transition(d
     first = observe(event.id, Channel.SMS, Normalized.DELIVERED, clock.now() + seconds(3))
     second = observe(event.id, Channel.SMS, Normalized.DELIVERED, clock.now() + seconds(4))
 
-    assert (first.result, second.result) == (Effect.APPLIED, Effect.LATE)
+    assert (first.effect, second.effect) == (Effect.APPLIED, Effect.LATE)
     delivered = Observation.objects.filter(event=event, normalized=Normalized.DELIVERED)
     assert [o.effect for o in delivered.order_by("id")] == [Effect.APPLIED, Effect.LATE]
     assert Transition.objects.filter(event=event, to_state=State.SMS_DELIVERED).count() == 1
@@ -30,7 +30,7 @@ def test_it_keeps_a_late_sms_delivery_after_the_email_claim_as_evidence_only(db,
     late = observe(event.id, Channel.SMS, Normalized.DELIVERED, clock.now() + seconds(90))
 
     after = Event.objects.get(pk=event.id)
-    assert late.result == Effect.LATE
+    assert late.effect == Effect.LATE
     assert after.state == State.EMAIL_CLAIMED
     assert Claim.objects.filter(event=event).count() == 2
     # The claim records the truth the provider reported, so "fallback then late SMS" can be counted.
@@ -42,7 +42,7 @@ def test_it_does_not_move_back_on_a_receipt_that_arrives_out_of_order(db, policy
 
     outcome = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(5))
 
-    assert outcome.result == Effect.LATE
+    assert outcome.effect == Effect.LATE
     assert Event.objects.get(pk=event.id).state == State.SMS_DELIVERED
     assert sms_claim(event).state == ClaimState.DELIVERED
 
@@ -74,7 +74,7 @@ def test_the_email_claim_carries_its_stable_key(db, policy, clock):
 
 
 def test_it_refuses_to_expire_an_event_before_its_expiry(db, policy, clock):
-    from notify.transitions import expire
+    from notify.writes.moves import expire
 
     event = new_event(clock.now())
 
@@ -106,14 +106,15 @@ def test_a_pending_receipt_moves_the_next_poll_without_a_transition(db, policy, 
     outcome = observe(event.id, Channel.SMS, Normalized.PENDING, clock.now() + seconds(4), source=Source.POLL)
 
     after = Event.objects.get(pk=event.id)
-    assert outcome.result == Effect.RECORDED  # evidence kept; the next poll moves, the event does not
+    assert outcome.effect == Effect.RECORDED  # evidence kept; the next poll moves, the event does not
     assert after.version == event.version
     assert after.last_observation_at == clock.now() + seconds(4)
     assert (after.next_action, after.next_action_at) == (NextAction.POLL_SMS, clock.now() + seconds(14))
 
 
 def test_an_acceptance_for_a_claim_never_submitted_is_kept_as_evidence_only(db, policy, clock):
-    from notify.transitions import ObservationInput, record_observation
+    from notify.rules.plan import ObservationInput
+    from notify.writes.moves import record_observation
 
     event = new_event(clock.now())
     accepted = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.ACCEPTED, provider_ref="SM123")
@@ -157,13 +158,14 @@ def test_a_stale_known_event_costs_one_retry_and_nothing_else(db, policy, clock)
     late = transitions_observe_known(event.id, Normalized.DELIVERED, clock.now() + seconds(4), seen)
 
     after = Event.objects.get(pk=event.id)
-    assert late.result == Effect.LATE
+    assert late.effect == Effect.LATE
     assert (after.state, after.version) == (State.SMS_FAILED, event.version + 1)
     assert late.after.version == after.version
 
 
 def transitions_observe_known(event_id, normalized, now, known):
-    from notify.transitions import ObservationInput, record_observation
+    from notify.rules.plan import ObservationInput
+    from notify.writes.moves import record_observation
 
     observation = ObservationInput(Channel.SMS, Source.CALLBACK, normalized)
     return record_observation(event_id, observation, now=now, actor="test", known=known)

@@ -6,8 +6,8 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notify import transitions
 from notify.models import Event
+from notify.writes import leases
 from tests.conftest import T0
 from tests.factories import new_event
 from tests.notify.helpers import seconds
@@ -40,11 +40,11 @@ def test_turns_go_to_due_unleased_events_in_order_of_act_by_each_once(db, policy
         if not spec["due"]:
             Event.objects.filter(pk=event.id).update(next_action_at=now + seconds(1))
         if spec["held"]:
-            assert transitions.take_lease(event.id, "another-worker", at=now, ttl=LEASE_TTL)
+            assert leases.take(event.id, "another-worker", at=now, ttl=LEASE_TTL)
         events.append(Event.objects.get(pk=event.id))
 
     taken = []
-    while (turn := transitions.take_most_urgent("this-worker", at=now)) is not None:
+    while (turn := leases.take_most_urgent("this-worker", at=now)) is not None:
         taken.append(turn[0].event_id)
 
     eligible = [event for event, spec in zip(events, backlog, strict=True) if spec["due"] and not spec["held"]]
@@ -56,7 +56,7 @@ def test_turns_go_to_due_unleased_events_in_order_of_act_by_each_once(db, policy
 def test_a_taken_turn_holds_the_lease_for_the_events_own_policy_ttl(db, policy):
     event = new_event(T0)
 
-    turn = transitions.take_most_urgent("this-worker", at=T0)
+    turn = leases.take_most_urgent("this-worker", at=T0)
 
     assert turn is not None
     read, lease = turn
@@ -69,10 +69,10 @@ def test_a_taken_turn_holds_the_lease_for_the_events_own_policy_ttl(db, policy):
 
 def test_an_expired_lease_gives_its_event_a_turn_with_a_new_fencing_token(db, policy):
     event = new_event(T0)
-    stale = transitions.take_lease(event.id, "gone-worker", at=T0, ttl=LEASE_TTL)
+    stale = leases.take(event.id, "gone-worker", at=T0, ttl=LEASE_TTL)
 
-    assert transitions.take_most_urgent("this-worker", at=T0 + LEASE_TTL - seconds(1)) is None
-    turn = transitions.take_most_urgent("this-worker", at=T0 + LEASE_TTL)
+    assert leases.take_most_urgent("this-worker", at=T0 + LEASE_TTL - seconds(1)) is None
+    turn = leases.take_most_urgent("this-worker", at=T0 + LEASE_TTL)
 
     assert turn is not None
     read, lease = turn

@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from notify import rows, sweeper, tasks
 from notify.models import Event
+from notify.writes import sweeper, wake_ups
+from plumbing.clock import current_clock
 from tests.factories import new_event
 from tests.notify.helpers import seconds
 
@@ -20,7 +21,7 @@ def sent(monkeypatch):
         messages.append((event_id, countdown))
         return True  # it went
 
-    monkeypatch.setattr(tasks, "send", send)
+    monkeypatch.setattr(wake_ups, "publish", send)
     return messages
 
 
@@ -32,7 +33,7 @@ def event(policy, clock):
 
 def wake(event, countdown, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.wake(event.id, countdown=countdown)
+        wake_ups.send_after_commit(wake_ups.WakeUp(event.id, current_clock().now() + timedelta(seconds=countdown)))
 
 
 def test_a_wake_up_is_sent_and_recorded_as_pending(event, clock, sent, django_capture_on_commit_callbacks):
@@ -79,9 +80,9 @@ def test_a_wake_up_recorded_and_not_sent_is_forgotten_for_the_sweeper(policy, cl
     recorded = clock.now() + seconds(5)
     Event.objects.filter(pk=event.id).update(wake_at=recorded)
 
-    rows.forget_wake_ups([event.id], at=clock.now())  # not this one's: another, sent since, is kept
+    wake_ups.forget([event.id], at=clock.now())  # not this one's: another, sent since, is kept
     kept = Event.objects.get(pk=event.id).wake_at
-    rows.forget_wake_ups([event.id], at=recorded)
+    wake_ups.forget([event.id], at=recorded)
 
     assert kept == recorded
     assert Event.objects.get(pk=event.id).wake_at is None

@@ -6,10 +6,10 @@ to be called inside a DB transaction, and these tests prove the worker never doe
 
 import pytest
 
-from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
 from notify.rules.vocabulary import Cause, Channel, ClaimState, NextAction, Normalized, Source, State
 from notify.transports import TransactionOpenError, Transports, call_bound
+from notify.writes import leases
 from policies.models import ChannelPlan
 from tests.factories import PolicyVersionFactory
 from tests.notify.helpers import seconds
@@ -191,17 +191,17 @@ def test_a_step_with_nothing_due_leaves_the_lease_alone(policy, clock, simulator
 
     report = step(event.id, transports, clock)
 
-    assert (report.outcome, report.actions) == ("not_due", ())
+    assert (report.result, report.actions) == ("not_due", ())
     assert Event.objects.get(pk=event.id).lease_token == token
 
 
 def test_a_step_finds_the_event_held_by_another_worker_and_does_nothing(policy, clock, simulator, transports):
     event = scripted_event(simulator, clock)
-    transitions.take_lease(event.id, "other-worker", at=clock.now(), ttl=policy.lease_ttl)
+    leases.take(event.id, "other-worker", at=clock.now(), ttl=policy.lease_ttl)
 
     report = step(event.id, transports, clock)
 
-    assert (report.outcome, report.wake_after) == ("busy", None)
+    assert (report.result, report.wake_after) == ("busy", None)
     assert sms_count(simulator, event.id) == 0
 
 
@@ -218,7 +218,7 @@ def test_a_wake_up_is_never_scheduled_further_off_than_one_poll_interval(clock, 
 def test_a_missing_event_is_reported_gone(db, transports, clock):
     report = step("evt_01ARZ3NDEKTSV4RRFFQ69G5FAV", transports, clock)
 
-    assert report.outcome == "gone"
+    assert report.result == "gone"
 
 
 @pytest.mark.django_db(transaction=False)
@@ -310,7 +310,7 @@ def test_a_poll_or_lookup_slower_than_the_lease_ttl_is_not_taken_over(call, crea
     report = step(event.id, Transports(DuringCall(transports.sms, slow), transports.email), clock)
 
     assert report.actions[0] == (NextAction.POLL_SMS if call == "fetch" else NextAction.RECOVER_SMS)
-    assert rival["report"].outcome == "busy"  # the lease covered the whole call
+    assert rival["report"].result == "busy"  # the lease covered the whole call
 
 
 def test_a_submit_left_in_flight_is_not_looked_up_before_the_call_could_have_ended(
@@ -325,7 +325,7 @@ def test_a_submit_left_in_flight_is_not_looked_up_before_the_call_could_have_end
         raise Died
 
     died = step(event.id, Transports(DuringCall(transports.sms, die), transports.email), clock)
-    assert died.outcome == "failed"
+    assert died.result == "failed"
     settle_at = Claim.objects.get(event=event, channel=Channel.SMS).next_attempt_at
     clock.advance((settle_at - clock.now()).total_seconds() - 1)
     early = step(event.id, transports, clock)
@@ -333,7 +333,7 @@ def test_a_submit_left_in_flight_is_not_looked_up_before_the_call_could_have_end
     settled = step(event.id, transports, clock)
 
     assert settle_at == event.created_at + seconds(2 * settings.TWILIO_TIMEOUT) + settings.NOTIFY_SMS_LOOKUP_DELAY
-    assert (early.outcome, settled.actions[0]) == ("not_due", NextAction.RECOVER_SMS)
+    assert (early.result, settled.actions[0]) == ("not_due", NextAction.RECOVER_SMS)
     # Not listed so soon after the submit began proves nothing: nothing is sent again yet.
     assert sms_count(simulator, event.id) == 0
 

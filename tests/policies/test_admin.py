@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from policies.admin import PolicyVersionAdmin
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Stage
 from runbook.evidence import projections
 from runbook.evidence.admin import EvidencedPolicyVersionAdmin
 from runbook.models import Recommendation
@@ -60,7 +60,7 @@ def test_a_new_version_is_drafted_from_an_existing_one_and_shows_its_diff(client
     client.force_login(staff)
 
     run_action(client, "new_version_from", policy)
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     client.post(
         reverse("admin:policies_policyversion_change", args=[draft.pk]),
         {**form_of(draft), "sms_budget": "00:02:30", "reason": "roaming receipts are slower"},
@@ -91,7 +91,7 @@ def test_a_published_version_is_read_only_and_an_edit_changes_nothing(client, st
 def test_an_invalid_draft_shows_the_error_on_its_field(client, staff, policy):
     client.force_login(staff)
     run_action(client, "new_version_from", policy)
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
 
     page = client.post(
         reverse("admin:policies_policyversion_change", args=[draft.pk]),
@@ -105,7 +105,7 @@ def test_an_invalid_draft_shows_the_error_on_its_field(client, staff, policy):
 def test_a_draft_letting_resets_live_past_a_day_is_refused_on_its_field(client, staff, policy):
     client.force_login(staff)
     run_action(client, "new_version_from", policy)
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
 
     page = client.post(
         reverse("admin:policies_policyversion_change", args=[draft.pk]),
@@ -120,7 +120,7 @@ def test_a_draft_letting_resets_live_past_a_day_is_refused_on_its_field(client, 
 def test_only_the_policy_owner_can_approve_and_publish(client, staff, owner, policy):
     client.force_login(staff)
     run_action(client, "new_version_from", policy)
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     projections.compute(draft.pk, draft.created_at)  # its projected effect, which approval needs
 
     offered = client.get(CHANGELIST).content.decode()
@@ -135,7 +135,7 @@ def test_only_the_policy_owner_can_approve_and_publish(client, staff, owner, pol
     assert "approver permission" in refused
     assert opened.redirect_chain == [(approve_url(draft), 302)]
     draft.refresh_from_db()
-    assert (draft.status, draft.approved_by) == (Status.PUBLISHED, owner)
+    assert (draft.status, draft.approved_by) == (Stage.PUBLISHED, owner)
     assert PolicyVersion.objects.active_for(policy.region) == draft
 
 
@@ -143,7 +143,7 @@ def test_drafts_are_approved_one_at_a_time_each_on_its_own_page(client, staff, o
     client.force_login(staff)
     run_action(client, "new_version_from", policy)
     run_action(client, "new_version_from", policy)
-    drafts = PolicyVersion.objects.filter(status=Status.DRAFT)
+    drafts = PolicyVersion.objects.filter(status=Stage.DRAFT)
     client.force_login(owner)
 
     page = client.post(CHANGELIST, {"action": "approve", "_selected_action": [d.pk for d in drafts]}, follow=True)
@@ -159,7 +159,7 @@ def test_everyone_who_changes_a_draft_s_content_is_recorded_as_its_editor(client
     )
     client.force_login(staff)
     run_action(client, "new_version_from", policy)
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     url = reverse("admin:policies_policyversion_change", args=[draft.pk])
 
     client.post(url, {**form_of(draft), "sms_budget": "00:01:30"})
@@ -217,5 +217,5 @@ def test_adding_a_version_in_admin_makes_a_draft_with_the_next_number(client, st
 
     client.post(reverse("admin:policies_policyversion_add"), form)
 
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     assert (draft.number, draft.author, draft.region) == (policy.number + 1, staff, policy.region)

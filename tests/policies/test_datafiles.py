@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from policies import datafiles
-from policies.models import AlertMode, ChannelPlan, PolicyVersion, Status
+from policies.models import AlertMode, ChannelPlan, PolicyVersion, Stage
 
 
 def load_defaults():
@@ -17,7 +17,7 @@ def load_defaults():
 def test_both_regions_ship_as_published_data(db):
     load_defaults()
 
-    assert set(PolicyVersion.objects.filter(status=Status.PUBLISHED).values_list("region", flat=True)) == {"US", "EU"}
+    assert set(PolicyVersion.objects.filter(status=Stage.PUBLISHED).values_list("region", flat=True)) == {"US", "EU"}
     for version in PolicyVersion.objects.all():
         version.full_clean()
         assert version.source_file.endswith(".toml")
@@ -54,7 +54,7 @@ DESTINATIONS = {"US": ({1}, {33, 44}), "EU": ({33, 49, 353}, {1, 44})}
 def test_each_region_resolves_to_its_reviewed_values(db, region):
     load_defaults()
 
-    version = PolicyVersion.objects.get(region=region, status=Status.PUBLISHED)
+    version = PolicyVersion.objects.get(region=region, status=Stage.PUBLISHED)
 
     assert {name: getattr(version, name) for name in GOLDEN[region]} == GOLDEN[region]
     allowed, refused = DESTINATIONS[region]
@@ -78,7 +78,7 @@ def test_a_changed_file_becomes_a_new_version_and_retires_the_old(db, tmp_path):
     call_command("load_policies", str(changed), stdout=io.StringIO())
 
     versions = list(PolicyVersion.objects.filter(region="US").order_by("number"))
-    assert [(v.number, v.status) for v in versions] == [(1, Status.RETIRED), (2, Status.PUBLISHED)]
+    assert [(v.number, v.status) for v in versions] == [(1, Stage.RETIRED), (2, Stage.PUBLISHED)]
     assert versions[1].sms_budget == timedelta(seconds=75)
 
 

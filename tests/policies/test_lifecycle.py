@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from policies import lifecycle
 from policies.lifecycle import PolicyLifecycleError
-from policies.models import PolicyVersion, Status, content_digest
+from policies.models import PolicyVersion, Stage, content_digest
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory
 
@@ -37,7 +37,7 @@ def draft(db, policy, author):
 
 
 def test_a_new_version_copies_the_content_and_takes_the_next_number(draft, policy):
-    assert (draft.region, draft.number, draft.status) == (policy.region, policy.number + 1, Status.DRAFT)
+    assert (draft.region, draft.number, draft.status) == (policy.region, policy.number + 1, Stage.DRAFT)
     assert draft.sms_budget == policy.sms_budget
 
 
@@ -76,12 +76,12 @@ def test_publishing_records_the_approval_and_retires_the_previous_version(draft,
 
     policy.refresh_from_db()
     assert (draft.status, draft.approved_by, draft.approved_at, draft.published_at) == (
-        Status.PUBLISHED,
+        Stage.PUBLISHED,
         approver,
         T0,
         T0,
     )
-    assert policy.status == Status.RETIRED
+    assert policy.status == Stage.RETIRED
     assert PolicyVersion.objects.active_for(draft.region) == draft
 
 
@@ -97,7 +97,7 @@ def test_a_draft_cannot_be_published_without_approval(draft, approver):
         lifecycle.publish(draft, publisher=approver, now=T0)
 
 
-@pytest.mark.parametrize("status", [Status.APPROVED, Status.PUBLISHED, Status.RETIRED])
+@pytest.mark.parametrize("status", [Stage.APPROVED, Stage.PUBLISHED, Stage.RETIRED])
 def test_a_version_that_left_draft_cannot_be_changed(db, status):
     version = PolicyVersionFactory.create(status=status, region=f"R{status[:3]}")
     version.sms_budget *= 2
@@ -116,7 +116,7 @@ def test_an_edit_after_the_review_voids_the_approval(draft, author, approver):
     with pytest.raises(PolicyLifecycleError, match="changed since you opened it; review it again"):
         lifecycle.approve(draft, approver=approver, shown=shown, now=T0)
 
-    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Stage.DRAFT
 
 
 def test_someone_who_edited_a_colleague_s_draft_cannot_approve_it(draft, approver):
@@ -126,7 +126,7 @@ def test_someone_who_edited_a_colleague_s_draft_cannot_approve_it(draft, approve
     with pytest.raises(PolicyLifecycleError, match="someone other than its author or editors: you edited it"):
         lifecycle.approve(draft, approver=approver, shown=content_digest(draft), now=T0)
 
-    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Stage.DRAFT
 
 
 @pytest.mark.postgres
@@ -170,11 +170,11 @@ def test_an_approval_racing_edits_approves_the_content_shown_or_nothing():
     outcomes = race(act)
 
     final = PolicyVersion.objects.get(pk=draft.pk)
-    if final.status == Status.APPROVED:
+    if final.status == Stage.APPROVED:
         # Approved exactly as shown: every edit came after it, and was refused.
         assert (outcomes.count("approved"), outcomes.count("edited")) == (1, 0)
         assert content_digest(final) == shown
     else:
         # An edit landed first: every approval of the content shown was refused.
         assert "approved" not in outcomes
-        assert final.status == Status.DRAFT
+        assert final.status == Stage.DRAFT

@@ -24,7 +24,7 @@ from policies.models import ChannelPlan
 from runbook.replay.generate import generate
 from runbook.replay.simulate import Shared, simulate
 from tests.factories import PolicyVersionFactory
-import notify.rules.machine, notify.transitions, runbook.replay.simulate
+import notify.rules.machine, notify.rules.plan, runbook.replay.record, runbook.replay.simulate
 
 policies = [
     PolicyVersionFactory.build(pk=1, channel_plan=ChannelPlan.SMS_THEN_EMAIL),
@@ -35,7 +35,7 @@ policies = [
 shared = Shared()
 records = list(generate(4000, seed=11))
 outcomes = [dataclasses.astuple(simulate(timing, policy, shared)) for timing in records for policy in policies]
-modules = (notify.rules.machine, notify.transitions, runbook.replay.simulate)
+modules = (notify.rules.machine, notify.rules.plan, runbook.replay.record, runbook.replay.simulate)
 print(json.dumps({"files": [module.__file__ for module in modules], "outcomes": outcomes}, default=str))
 """
 

@@ -12,8 +12,8 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, Normalized, Source, State
-from notify.transitions import ObservationInput
 from policies.models import ChannelPlan, PolicyVersion
 from runbook.replay.simulate import EPOCH, POINT_LIMIT, Shared, simulate, trace
 from runbook.replay.timings import EMAIL_ANSWERS, RECEIPTS, SMS_ANSWERS, Call, Timing

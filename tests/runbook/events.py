@@ -1,7 +1,8 @@
 """Events put into a given state through the real transition functions (never by writing ``state``)."""
 
-from notify import transitions
+from notify.rules import plan
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
+from notify.writes import moves
 from tests.factories import new_event
 from tests.notify.helpers import submit
 
@@ -9,15 +10,15 @@ WORKER = "worker:host-1:42"
 
 
 def observe(event_id, normalized, now, *, channel=Channel.SMS, source=Source.POLL, raw_status="", payload=""):
-    observation = transitions.ObservationInput(
+    observation = plan.ObservationInput(
         channel=channel, source=source, normalized=normalized, raw_status=raw_status, raw_payload=payload
     )
-    return transitions.record_observation(event_id, observation, now=now, actor=WORKER)
+    return moves.record_observation(event_id, observation, now=now, actor=WORKER)
 
 
-def record(event_id, observation: transitions.ObservationInput, now):
+def record(event_id, observation: plan.ObservationInput, now):
     """Record an observation exactly as the worker built it (its own status word and note included)."""
-    return transitions.record_observation(event_id, observation, now=now, actor=WORKER)
+    return moves.record_observation(event_id, observation, now=now, actor=WORKER)
 
 
 def sms_submitting(clock, **fields):
@@ -39,7 +40,7 @@ def event_in(state: State, clock, **fields):
     if state == State.SMS_FAILED or state in email_states:
         observe(event.id, Normalized.REJECTED, now, source=Source.SUBMIT, raw_status="21610")
     if state in email_states:
-        transitions.claim_email_fallback(event.id, now=now, actor=WORKER, cause=Cause.OBSERVATION)
+        moves.claim_email_fallback(event.id, now=now, actor=WORKER, cause=Cause.OBSERVATION)
     if state in (State.EMAIL_ACCEPTED, State.EMAIL_FAILED):
         outcome = Normalized.ACCEPTED if state == State.EMAIL_ACCEPTED else Normalized.REJECTED
         observe(event.id, outcome, now, channel=Channel.EMAIL, source=Source.SUBMIT, raw_status="250")

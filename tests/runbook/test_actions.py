@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from notify import transitions
 from notify.models import Claim, Event, Observation, Transition
+from notify.rules import plan
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
+from notify.writes import leases, moves
 from runbook.models import AuditAction, AuditEntry
 from tests.concurrency import race
 from tests.factories import CANARY_PHONE, new_event
@@ -31,7 +32,7 @@ def acting(console, responder):
 def abandoned(policy, clock):
     """An event whose worker took the lease and died: the lease has run out."""
     event = new_event(clock.now())
-    lease = transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    lease = leases.take(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     clock.advance(31)
     event.refresh_from_db()
     assert lease is not None
@@ -60,7 +61,7 @@ def test_releasing_an_expired_lease_frees_and_fences_it_and_wakes_a_worker(
 
 def test_a_live_lease_is_not_released(acting, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    leases.take(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     event.refresh_from_db()
     response = _post(acting, "runbook:release-lease", event, {"lease_token": event.lease_token})
     assert _messages(response)[0].startswith("Not released")
@@ -71,7 +72,7 @@ def test_a_live_lease_is_not_released(acting, policy, clock):
 def test_a_lease_taken_over_since_the_page_was_loaded_is_not_released(acting, abandoned, clock):
     seen_token = abandoned.lease_token
     # Another worker took the expired lease over, then it expired too (its token differs from the one seen).
-    transitions.take_lease(abandoned.id, "worker:host-2:7", at=clock.now(), ttl=timedelta(seconds=1))
+    leases.take(abandoned.id, "worker:host-2:7", at=clock.now(), ttl=timedelta(seconds=1))
     clock.advance(2)
     response = _post(acting, "runbook:release-lease", abandoned, {"lease_token": seen_token})
     assert _messages(response)[0].startswith("Not released: since you loaded the page")
@@ -83,7 +84,7 @@ def test_the_release_button_is_shown_only_for_an_expired_lease(acting, abandoned
     release = reverse("runbook:release-lease", args=[abandoned.id])
     assert release in acting.get(reverse("runbook:event", args=[abandoned.id])).content.decode()
     live = new_event(clock.now())
-    transitions.take_lease(live.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    leases.take(live.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     page = acting.get(reverse("runbook:event", args=[live.id])).content.decode()
     assert reverse("runbook:release-lease", args=[live.id]) not in page
 
@@ -111,9 +112,9 @@ def test_a_claim_decided_on_a_stale_page_is_refused(acting, policy, clock):
     seen = event.version
     clock.advance(61)  # past the fallback deadline: the claim would be allowed...
     # ...but a receipt arrived after the responder loaded the page.
-    transitions.record_observation(
+    moves.record_observation(
         event.id,
-        transitions.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.TERMINAL_FAILURE),
+        plan.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.TERMINAL_FAILURE),
         now=clock.now(),
         actor=WORKER,
     )
@@ -135,7 +136,7 @@ def test_a_claim_the_table_does_not_allow_is_refused(acting, policy, clock):
 
 def test_when_the_worker_claimed_first_the_responder_is_told(acting, policy, clock):
     event = event_in(State.SMS_FAILED, clock)
-    transitions.claim_email_fallback(event.id, now=clock.now(), actor=WORKER, cause=Cause.OBSERVATION)
+    moves.claim_email_fallback(event.id, now=clock.now(), actor=WORKER, cause=Cause.OBSERVATION)
     response = _post(acting, "runbook:claim-fallback", event, {"version": event.version})
     assert "it is now email_claimed" in _messages(response)[0]
     assert Claim.objects.filter(event=event, channel=Channel.EMAIL).count() == 1
@@ -186,7 +187,7 @@ def test_an_ended_event_marked_for_follow_up_is_on_the_follow_up_list(acting, po
     quiet = event_in(State.SMS_DELIVERED, clock)
     _post(acting, "runbook:follow-up", ended, {"note": "subscriber called support"})
     # Releasing a lease also leaves an operator note, but marks nothing for follow-up.
-    transitions.take_lease(quiet.id, WORKER, at=clock.now(), ttl=timedelta(seconds=1))
+    leases.take(quiet.id, WORKER, at=clock.now(), ttl=timedelta(seconds=1))
     clock.advance(2)
     quiet.refresh_from_db()
     _post(acting, "runbook:release-lease", quiet, {"lease_token": quiet.lease_token})
@@ -222,9 +223,7 @@ def test_a_responder_and_workers_racing_to_claim_the_fallback_make_one_claim(con
         if i == 0:
             response = client.post(reverse("runbook:claim-fallback", args=[event.id]), {"version": event.version})
             return response.status_code == 302 and AuditEntry.objects.get().applied
-        outcome = transitions.claim_email_fallback(
-            event.id, now=clock.now(), actor=f"worker-{i}", cause=Cause.OBSERVATION
-        )
+        outcome = moves.claim_email_fallback(event.id, now=clock.now(), actor=f"worker-{i}", cause=Cause.OBSERVATION)
         return outcome.applied
 
     results = race(claim)

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from notify import transitions
 from notify.rules.vocabulary import State
+from notify.writes import leases
 from runbook.console import views
 from tests.factories import PolicyVersionFactory, new_event
 from tests.runbook.events import event_in
@@ -121,8 +121,8 @@ def test_the_full_page_polls_its_results_fragment(client_, policy):
 def test_a_dead_lease_holder_is_not_shown_as_the_owner(client_, policy, clock):
     held = new_event(clock.now())
     abandoned = new_event(clock.now())
-    transitions.take_lease(held.id, "worker:alive:1", at=clock.now(), ttl=timedelta(seconds=60))
-    transitions.take_lease(abandoned.id, "worker:dead:2", at=clock.now(), ttl=timedelta(seconds=5))
+    leases.take(held.id, "worker:alive:1", at=clock.now(), ttl=timedelta(seconds=60))
+    leases.take(abandoned.id, "worker:dead:2", at=clock.now(), ttl=timedelta(seconds=5))
     clock.advance(10)
 
     page = client_.get(LIST).content.decode()
@@ -148,7 +148,7 @@ def test_the_header_says_the_system_is_behind_once_a_due_step_waits_over_a_secon
 
 def test_a_due_step_a_worker_holds_is_not_lag(client_, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, "worker:alive:1", at=clock.now(), ttl=timedelta(seconds=60))
+    leases.take(event.id, "worker:alive:1", at=clock.now(), ttl=timedelta(seconds=60))
     clock.advance(10)
 
     assert "The system is behind" not in client_.get(LIST).content.decode()

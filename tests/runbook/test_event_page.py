@@ -1,4 +1,4 @@
-"""The event page answers, at a glance: who owns it, what was last seen, the budget, the one next step."""
+"""The event page answers, at a glance: who owns it, what was last seen, the action budget, the one next step."""
 
 import itertools
 from datetime import timedelta
@@ -6,12 +6,13 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from notify import transitions
 from notify.models import Claim
+from notify.rules import plan
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, ClaimState, Normalized, Source, State
-from notify.transitions import ObservationInput
+from notify.writes import leases, moves
 from runbook.console import timeline as timeline_module
-from runbook.console.status import Situation
+from runbook.console.answers import Situation
 from tests.conftest import T0
 from tests.factories import PolicyVersionFactory, new_event
 from tests.runbook.events import WORKER, event_in, observe, record, sms_submitting
@@ -60,7 +61,7 @@ def test_it_shows_the_locale_the_time_zone_and_the_set_the_messages_are_rendered
 
 def test_a_live_lease_names_its_holder_and_expiry(page, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    leases.take(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     status = page(event).context["status"]
     assert status.owner.live
     assert status.owner.holder == WORKER
@@ -69,7 +70,7 @@ def test_a_live_lease_names_its_holder_and_expiry(page, policy, clock):
 
 def test_an_expired_lease_reads_as_unowned_and_says_why(page, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    leases.take(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     clock.advance(31)
     response = page(event)
     assert not response.context["status"].owner.live
@@ -91,21 +92,19 @@ def test_the_last_observation_is_the_newest_from_a_provider_not_a_note(page, pol
     clock.advance(5)
     observe(event.id, Normalized.PENDING, clock.now(), raw_status="sent")
     clock.advance(5)
-    note = transitions.ObservationInput(
-        channel=Channel.SMS, source=Source.OPERATOR, normalized=Normalized.NOTE, note="x"
-    )
-    transitions.record_observation(event.id, note, now=clock.now(), actor="operator:rita")
+    note = plan.ObservationInput(channel=Channel.SMS, source=Source.OPERATOR, normalized=Normalized.NOTE, note="x")
+    moves.record_observation(event.id, note, now=clock.now(), actor="operator:rita")
     last = page(event).context["status"].last_observation
     assert (last.normalized, last.recorded_at) == (Normalized.PENDING, clock.now() - timedelta(seconds=5))
 
 
-def test_state_age_and_budget_are_two_separate_values(page, policy, clock):
+def test_state_age_and_action_budget_are_two_separate_values(page, policy, clock):
     event = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
     clock.advance(40)
     status = page(event).context["status"]
     assert status.timing.state_age == timedelta(seconds=40)
     # act_by = expiry - (poll 2 + select 1 + email submit 5 + record 1)
-    assert status.timing.budget == timedelta(seconds=600 - 9 - 40)
+    assert status.timing.action_budget == timedelta(seconds=600 - 9 - 40)
 
 
 def test_it_states_the_one_transition_still_allowed_in_words(page, policy, clock):
@@ -272,7 +271,7 @@ def test_every_situation_has_a_panel_and_a_section_in_the_written_runbook():
 LOST_MID_SEND = ObservationInput(Channel.EMAIL, Source.RECOVERY, Normalized.POSSIBLE_DUPLICATE, "holder_lost")
 SMS_REFUSED = ObservationInput(Channel.SMS, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "http_401_20003")
 EMAIL_REFUSED = ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.CONFIGURATION_ERROR, "smtp_535")
-NOT_LISTED_YET = transitions.not_listed(
+NOT_LISTED_YET = plan.not_listed(
     T0, T0, T0, proof_after=timedelta(seconds=70), first_wait=timedelta(seconds=2), longest_wait=timedelta(seconds=10)
 )
 LOOKUP_AMBIGUOUS = ObservationInput(Channel.SMS, Source.RECOVERY, Normalized.UNKNOWN_OUTCOME, "lookup_ambiguous")
@@ -294,7 +293,7 @@ def with_outcome(observation: ObservationInput, clock):
         (LOST_MID_SEND, "possible_duplicate", "possible duplicate"),
         (SMS_REFUSED, "configuration_error", "provider refuses our credentials"),
         (EMAIL_REFUSED, "configuration_error", "provider refuses our credentials"),
-        (transitions.NO_USEFUL_LIFE, "no_useful_life", "fallback without useful life (not sent)"),
+        (plan.NO_USEFUL_LIFE, "no_useful_life", "fallback without useful life (not sent)"),
         (NOT_LISTED_YET, "not_listed_yet", "unresolved: not listed yet"),
         (LOOKUP_AMBIGUOUS, "lookup_ambiguous", "unresolved: lookup ambiguous"),
         (LOOKUP_REDACTED, "lookup_redacted", "unresolved: absence unprovable"),
@@ -320,7 +319,7 @@ def test_a_lost_email_send_says_the_resend_may_be_a_second_copy(page, policy, cl
 
 
 def test_a_fallback_without_useful_life_ends_the_event_unsent_not_as_a_failed_send(page, policy, clock):
-    response = page(with_outcome(transitions.NO_USEFUL_LIFE, clock))
+    response = page(with_outcome(plan.NO_USEFUL_LIFE, clock))
     body = response.content.decode()
     assert response.context["event"].state == State.EMAIL_FAILED
     assert 'data-claim="email">failed<' in body
@@ -374,7 +373,7 @@ def test_a_provider_raw_status_never_becomes_wording(page, policy, clock):
 
 def test_the_stuck_worker_runbook_says_how_each_channel_is_settled_after_a_takeover(page, policy, clock):
     event = new_event(clock.now())
-    transitions.take_lease(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    leases.take(event.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
     clock.advance(31)
     body = page(event).content.decode()
     assert "An SMS is looked up at the provider first and sent again only if provably absent." in body

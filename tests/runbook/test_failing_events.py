@@ -36,7 +36,7 @@ def failing_steps(simulator, transports, clock, times, **fields):
     Event.objects.filter(pk=event.id).update(time_zone="Mars/Olympus_Mons")
     for _ in range(times):
         report = step(event.id, transports, clock)
-        assert report.outcome == "failed"
+        assert report.result == "failed"
         clock.advance(report.wake_after.total_seconds())
     return Event.objects.get(pk=event.id)
 

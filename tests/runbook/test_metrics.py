@@ -5,9 +5,11 @@ from datetime import timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from notify import tallies, transitions
+from notify import tallies
 from notify.models import Event, Transition
+from notify.rules import plan
 from notify.rules.vocabulary import Cause, Channel, Normalized, Source, State
+from notify.writes import leases, moves
 from policies.models import ChannelPlan
 from runbook.metrics.collector import _page_outbox
 from runbook.models import Page, PageMode
@@ -58,14 +60,14 @@ def test_worker_outcomes_show_up_as_counters_and_histograms(client, policy, cloc
     for event in (delivered, rejected, silent, stranded):
         run_until_settled(event.id, transports, clock)
     # The silent SMS is delivered after all, long after its fallback went out.
-    transitions.record_receipt(
+    moves.record_receipt(
         silent.id,
-        transitions.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered"),
+        plan.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered"),
         now=clock.now(),
         actor="callback",
     )
     # A second worker asks for the email claim the first already made: refused, and counted.
-    transitions.claim_email_fallback(rejected.id, now=clock.now(), actor="worker-2", cause=Cause.OBSERVATION)
+    moves.claim_email_fallback(rejected.id, now=clock.now(), actor="worker-2", cause=Cause.OBSERVATION)
 
     settle(clock)
     metrics = scrape(client)
@@ -101,9 +103,9 @@ def test_a_receipt_after_expiry_does_not_clear_an_expiry_without_outcome(
     expired = Event.objects.get(pk=stranded.id)
     assert expired.state == State.EXPIRED
     clock.advance((expired.expires_at - clock.now()).total_seconds() + after_expiry_s)
-    transitions.record_receipt(
+    moves.record_receipt(
         stranded.id,
-        transitions.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered"),
+        plan.ObservationInput(Channel.SMS, Source.CALLBACK, Normalized.DELIVERED, raw_status="delivered"),
         now=clock.now(),
         actor="callback",
     )
@@ -154,26 +156,42 @@ def test_a_roll_up_leaves_rows_that_may_still_be_committing_for_the_next(policy,
     assert settle(clock).transitions == 1
 
 
-def test_open_events_their_ages_budgets_and_risk_are_gauges(client, clock):
+def test_open_events_their_ages_action_budgets_and_risk_are_gauges(client, clock):
     PolicyVersionFactory.create(region="US", alert_mode="page")
     PolicyVersionFactory.create(region="EU", allowed_sms_country_codes=[44])
     event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
     clock.advance(100)
     event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
     event_in(State.SMS_FAILED, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
-    clock.advance(600 - 9 - 100 - 10)  # the first event has 10 s of budget left
+    clock.advance(600 - 9 - 100 - 10)  # the first event has 10 s of action budget left
 
     metrics = scrape(client)
 
     pending = (("region", "US"), ("state", "sms_pending"))
     assert metrics[("reset_delivery_open_events", pending)] == 2
     assert metrics[("reset_delivery_oldest_state_age_seconds", pending)] == 600 - 9 - 10
-    assert metrics[("reset_delivery_smallest_budget_seconds", pending)] == 10
+    assert metrics[("reset_delivery_smallest_action_budget_seconds", pending)] == 10
     assert metrics[("reset_delivery_open_events", (("region", "EU"), ("state", "sms_failed")))] == 1
     assert metrics[("reset_delivery_events_at_risk", (("mode", "page"), ("region", "US")))] == 1
     assert ("reset_delivery_events_at_risk", (("mode", "observe"), ("region", "EU"))) not in metrics
     # Everyone's next step is long overdue: no worker is running in this test.
     assert metrics[("reset_delivery_overdue_events", (("region", "US"),))] == 2
+
+
+def test_the_old_name_of_the_smallest_action_budget_is_still_emitted_for_one_release(client, policy, clock):
+    event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600))
+    clock.advance(100)
+
+    text = scrape_text(client)
+    metrics = scrape(client)
+
+    pending = (("region", "US"), ("state", "sms_pending"))
+    new = metrics[("reset_delivery_smallest_action_budget_seconds", pending)]
+    assert metrics[("reset_delivery_smallest_budget_seconds", pending)] == new
+    assert (
+        "# HELP reset_delivery_smallest_budget_seconds "
+        "Deprecated: use reset_delivery_smallest_action_budget_seconds" in text
+    )
 
 
 def test_the_schedule_lag_is_the_wait_of_the_oldest_due_step_no_worker_holds(client, clock):
@@ -184,8 +202,8 @@ def test_the_schedule_lag_is_the_wait_of_the_oldest_due_step_no_worker_holds(cli
     waiting = new_event(clock.now())  # its submit falls due now
     clock.advance(3)
     before_the_hold = scrape(client)
-    transitions.take_lease(held.id, "worker:1", at=clock.now(), ttl=timedelta(seconds=60))
-    transitions.take_lease(waiting.id, "worker:2", at=clock.now(), ttl=timedelta(seconds=60))
+    leases.take(held.id, "worker:1", at=clock.now(), ttl=timedelta(seconds=60))
+    leases.take(waiting.id, "worker:2", at=clock.now(), ttl=timedelta(seconds=60))
 
     held_by_workers = scrape(client)
 

@@ -16,8 +16,9 @@ from django.db import connection
 
 from bench import chaos_paging
 from bench.chaos_paging import Backlog
-from notify import transitions
+from notify.rules import plan
 from notify.rules.vocabulary import Channel, Normalized, Source, State
+from notify.writes import moves
 from runbook.paging import invariants, pager, risk
 from simulator.pager_state import PagerLogEntry
 from tests.conftest import T0
@@ -46,8 +47,8 @@ def test_the_outbox_is_not_drained_while_a_resolve_commits_during_the_check(pagi
     clock.advance(600 - 6 - 20)  # 20 s of budget: at risk
     assert risk.evaluate(clock.now()).opened == 1
     assert pager.deliver_due(clock).sent == 1  # its trigger landed; nothing is due
-    accepted = transitions.ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.ACCEPTED, raw_status="smtp_250")
-    assert transitions.record_receipt(event.id, accepted, now=clock.now(), actor=WORKER).applied  # it ended
+    accepted = plan.ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.ACCEPTED, raw_status="smtp_250")
+    assert moves.record_receipt(event.id, accepted, now=clock.now(), actor=WORKER).applied  # it ended
 
     def resolve_after_the_first_statement(execute, sql, params, many, context):
         result = execute(sql, params, many, context)
@@ -89,7 +90,7 @@ def _acceptance_held_by_a_stopped_worker(clock, pager_receiver):
     event = event_in(State.EMAIL_CLAIMED, clock, ttl=timedelta(seconds=600))
     clock.advance(600 - 6 - 31)  # 31 s of budget: not yet at risk
     observed = clock.now()  # the worker reads the time of the relay's 250 ...
-    accepted = transitions.ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.ACCEPTED, raw_status="smtp_250")
+    accepted = plan.ObservationInput(Channel.EMAIL, Source.SUBMIT, Normalized.ACCEPTED, raw_status="smtp_250")
     backlog = Backlog(observed)  # ... and is stopped before its write lands
     clock.advance(2)
     assert risk.evaluate(clock.now()).opened == 1  # open in the database, and now at risk
@@ -100,7 +101,7 @@ def _acceptance_held_by_a_stopped_worker(clock, pager_receiver):
     assert pager.deliver_due(clock).sent == 1  # the trigger lands, 11 s after the observation
     clock.advance(4)
     backlog.ended = clock.now()  # the worker runs again: its write lands, dated by its observation
-    assert transitions.record_receipt(event.id, accepted, now=observed, actor=WORKER).applied
+    assert moves.record_receipt(event.id, accepted, now=observed, actor=WORKER).applied
     assert risk.evaluate(clock.now()).resolved == 1
     pager.deliver_due(clock)
     assert [action for action, _ in pager_receiver.actions()] == ["trigger", "resolve"]

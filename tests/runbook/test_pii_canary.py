@@ -6,10 +6,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from notify import transitions
 from notify.models import Observation
+from notify.rules import plan
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, Normalized, Source, State
-from notify.transitions import ObservationInput
+from notify.writes import leases, moves
 from tests.factories import CANARY_EMAIL, CANARY_PHONE, CANARY_RESET_URL, new_event
 from tests.notify.test_crash_recovery import crashing
 from tests.notify.workers import run_until_settled, scripted_event, step
@@ -48,7 +49,7 @@ def _outcomes_that_say_more(simulator, clock, transports):
     # An email whose worker was lost just after handing it over: the next one records a possible duplicate.
     lost = scripted_event(simulator, clock, create=["reject"], email=CANARY_EMAIL)
     step(lost.id, transports, clock, max_actions=2)  # the SMS is refused; the email fallback is claimed
-    assert step(lost.id, crashing(transports, "email", "after"), clock).outcome == "failed"
+    assert step(lost.id, crashing(transports, "email", "after"), clock).result == "failed"
     run_until_settled(lost.id, transports, clock)
     # A fallback claimed too late for the email to be of use: not sent.
     late = scripted_event(simulator, clock, create=["reject"], email=CANARY_EMAIL, ttl=timedelta(seconds=130))
@@ -94,12 +95,12 @@ def events(policy, clock, simulator, transports):
         raw_status="sent",
         payload='{"MessageStatus": "sent", "ErrorCode": null}',
     )
-    transitions.take_lease(pending.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
-    note = transitions.ObservationInput(Channel.SMS, Source.OPERATOR, Normalized.NOTE, note="carrier delay")
-    transitions.record_observation(pending.id, note, now=clock.now(), actor="operator:root")
+    leases.take(pending.id, WORKER, at=clock.now(), ttl=timedelta(seconds=30))
+    note = plan.ObservationInput(Channel.SMS, Source.OPERATOR, Normalized.NOTE, note="carrier delay")
+    moves.record_observation(pending.id, note, now=clock.now(), actor="operator:root")
     clock.advance(700)
     expired = made[0]
-    transitions.expire(expired.id, now=clock.now(), actor="sweeper")
+    moves.expire(expired.id, now=clock.now(), actor="sweeper")
     return [worked, *said_more, *made, pending]
 
 

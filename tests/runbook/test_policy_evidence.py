@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from notify.rules.vocabulary import State
-from policies.models import PolicyVersion, Status, content_digest
+from policies.models import PolicyVersion, Stage, content_digest
 from runbook.evidence import projections
 from runbook.models import Page, PageMode, PolicyApproval, Projection, Recommendation
 from tests.factories import PolicyVersionFactory, new_event
@@ -49,7 +49,7 @@ def draft_of(client, author: User, source: PolicyVersion, **changes) -> PolicyVe
     """Draft from ``source`` in the admin, then edit it there, as an author would."""
     client.force_login(author)
     client.post(CHANGELIST, {"action": "new_version_from", "_selected_action": [source.pk]})
-    draft = PolicyVersion.objects.get(region=source.region, status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(region=source.region, status=Stage.DRAFT)
     if changes:
         edit(draft, author, **changes)
     return draft
@@ -161,7 +161,7 @@ def test_approval_needs_a_projection_of_the_current_draft_and_keeps_its_figures(
     approved = client.post(approve_url(draft), {"shown": shown_on(opened), "reason": ""}, follow=True)
 
     draft.refresh_from_db()
-    assert draft.status == Status.APPROVED
+    assert draft.status == Stage.APPROVED
     kept = PolicyApproval.objects.get(policy=draft)
     assert (kept.approver, kept.figures, kept.records) == (approver, projection.figures, 300)
     assert kept.content_hash == content_digest(draft)
@@ -184,7 +184,7 @@ def test_a_draft_breaking_the_region_s_targets_is_marked_and_approved_only_with_
     by_action = client.post(CHANGELIST, {"action": "approve", "_selected_action": [draft.pk]}, follow=True)
     without = client.post(approve_url(draft), {"shown": shown_on(by_action), "reason": "  "})
     draft.refresh_from_db()
-    assert draft.status == Status.DRAFT
+    assert draft.status == Stage.DRAFT
     assert "Approving it needs a written reason" in by_action.content.decode()
     assert "approving it needs a written reason" in without.content.decode()
 
@@ -192,7 +192,7 @@ def test_a_draft_breaking_the_region_s_targets_is_marked_and_approved_only_with_
     client.post(approve_url(draft), {"shown": shown_on(without), "reason": reason})
 
     draft.refresh_from_db()
-    assert draft.status == Status.APPROVED
+    assert draft.status == Stage.APPROVED
     kept = PolicyApproval.objects.get(policy=draft)
     assert (kept.reason, kept.broken_targets) == (reason, ["extra_messages <= 0"])
     assert reason in client.get(reverse("admin:policies_policyversion_history", args=[draft.pk])).content.decode()
@@ -224,7 +224,7 @@ def test_an_edit_after_the_approver_opened_the_page_is_not_approved_unseen(clien
 
     assert "changed since you opened it; review it again" in page.content.decode()
     assert shown_on(page) == content_digest(PolicyVersion.objects.get(pk=draft.pk))  # the page now shows the edit
-    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Stage.DRAFT
     assert not PolicyApproval.objects.exists()
 
 
@@ -239,7 +239,7 @@ def test_someone_who_edited_a_colleague_s_draft_cannot_approve_it(client, author
     page = client.post(approve_url(draft), {"shown": shown_on(client.get(approve_url(draft))), "reason": "fine"})
 
     assert "someone other than its author or editors: you edited it" in page.content.decode()
-    assert PolicyVersion.objects.get(pk=draft.pk).status == Status.DRAFT
+    assert PolicyVersion.objects.get(pk=draft.pk).status == Stage.DRAFT
     assert not PolicyApproval.objects.exists()
 
 
@@ -252,7 +252,7 @@ def test_a_draft_is_created_from_the_region_s_latest_recommendation(client, auth
 
     client.post(CHANGELIST, {"action": "draft_from_recommendation", "_selected_action": [policy.pk]})
 
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     assert draft.sms_budget == timedelta(seconds=95)
     assert draft.fallback_reserve == policy.fallback_reserve
     assert "replay recommends sms_budget=95" in draft.reason
@@ -274,7 +274,7 @@ def test_pages_splits_would_have_paged_events_and_drafts_a_paging_version(client
     assert "data-actionable>2<" in page
     assert "data-without-action>1<" in page
     assert "Draft a version of US that pages" in page
-    draft = PolicyVersion.objects.get(status=Status.DRAFT)
+    draft = PolicyVersion.objects.get(status=Stage.DRAFT)
     assert (draft.alert_mode, draft.author) == ("page", author)
     assert policy.alert_mode == "observe"
     assert "it needs approval like any other" in drafted.content.decode()

@@ -4,10 +4,10 @@ from datetime import timedelta
 
 import pytest
 
-from notify import transitions
 from notify.models import Claim, Observation, Transition
+from notify.rules import plan
+from notify.rules.plan import ObservationInput
 from notify.rules.vocabulary import Channel, Normalized, Source, State
-from notify.transitions import ObservationInput
 from runbook.console import timeline
 from tests.factories import new_event
 from tests.runbook.events import event_in, record, sms_submitting
@@ -79,7 +79,7 @@ def test_a_lost_email_send_and_a_fallback_without_useful_life_are_points_of_thei
     lost = ObservationInput(Channel.EMAIL, Source.RECOVERY, Normalized.POSSIBLE_DUPLICATE, "holder_lost")
     record(event.id, lost, clock.now())
     clock.advance(5)
-    record(event.id, transitions.NO_USEFUL_LIFE, clock.now())
+    record(event.id, plan.NO_USEFUL_LIFE, clock.now())
     drawn = _build(event, clock.now())
     email_lane = {lane.name: lane.y for lane in drawn.lanes}["email"]
     assert [(point.kind, point.y, point.title) for point in _observation_points(drawn)][1:] == [

@@ -16,8 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from notify import tasks
-from notify.events import EventRefused, ResetRequest, create_event
+from notify.intake import EventRefused, ResetRequest
+from notify.writes.create import create_event
 from plumbing.clock import current_clock
 from simulator.control import SimulatorControl
 from simulator.fictional import fictional_phone
@@ -78,11 +78,10 @@ class Command(BaseCommand):
                 time_zone=time_zone,
             )
             try:
-                event = create_event(request, now=current_clock().now()).event
+                event = create_event(request, now=current_clock().now(), sends_wake_up=True).event
             except EventRefused as refused:
                 self.stderr.write(f"demo_feed: refused ({refused.reason}): {refused.message}")
             else:
-                tasks.wake(event.id)
                 created += 1
                 self.stdout.write(f"demo_feed: created {event.id} ({region}), {created} so far")
             time.sleep(rng.expovariate(options["rate"]))

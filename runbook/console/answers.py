@@ -16,7 +16,7 @@ from django.db.models import Min, Q
 from notify.models import Claim, Event, Observation
 from notify.rules import machine
 from notify.rules.vocabulary import Channel, NextAction, Normalized, State
-from policies.models import PolicyVersion, Status
+from policies.models import PolicyVersion, Stage
 
 # What ``decide``'s single next action means for the workflow, in the responder's words.
 ALLOWED_TRANSITION: Mapping[NextAction, str] = {
@@ -66,7 +66,7 @@ class Timing:
     """The event's clocks, each its own question: how long in this state, how long left to act."""
 
     state_age: timedelta
-    budget: timedelta | None
+    action_budget: timedelta | None
     due_in: timedelta | None
     at_risk: bool
 
@@ -122,7 +122,7 @@ def schedule_lag(now: datetime) -> timedelta:
 
     Zero when every due step is in a worker's hands. Past capacity it grows before any event
     goes red: steps are served most urgent first, so the lag is borne by the events with
-    budget to spare, until it nears the smallest SMS budget and the fallbacks begin.
+    action budget to spare, until it nears the smallest SMS budget and the fallbacks begin.
     """
     waiting = Event.objects.filter(next_action_at__lte=now).filter(  # event_open_due_idx
         Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
@@ -133,7 +133,7 @@ def schedule_lag(now: datetime) -> timedelta:
 
 def smallest_sms_budget() -> timedelta | None:
     """The shortest SMS budget of any published policy: a lag that nears it costs SMS their chance."""
-    published = PolicyVersion.objects.filter(status=Status.PUBLISHED)
+    published = PolicyVersion.objects.filter(status=Stage.PUBLISHED)
     smallest: timedelta | None = published.aggregate(smallest=Min("sms_budget"))["smallest"]
     return smallest
 
@@ -146,7 +146,7 @@ def at_risk(event: Event, policy: PolicyVersion, now: datetime) -> bool:
 def timing(event: Event, policy: PolicyVersion, now: datetime) -> Timing:
     return Timing(
         state_age=now - event.state_entered_at,
-        budget=event.act_by - now if event.act_by is not None else None,
+        action_budget=event.act_by - now if event.act_by is not None else None,
         due_in=event.next_action_at - now if event.next_action_at is not None else None,
         at_risk=at_risk(event, policy, now),
     )

@@ -1,4 +1,7 @@
-"""Creating events: the only way a reset enters the system."""
+"""What a service asks for, checked and judged under the region's policy, as the rows a new event is.
+
+Nothing here writes: ``notify.writes.create`` inserts the rows this builds.
+"""
 
 import json
 from dataclasses import dataclass
@@ -11,12 +14,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.db import models
 
-from notify import rows, vault
+from notify import vault
 from notify.models import Claim, Event, Transition, VaultEntry, claim_key, new_event_id
 from notify.rules import machine
-from notify.rules.vocabulary import Cause, Channel, Purpose, State
+from notify.rules.vocabulary import Cause, Channel, RequestPurpose, State
 from policies import locales, rendering, segments
-from policies.cache import presumed_published, published_version, still_published
 from policies.models import PolicyVersion
 
 
@@ -68,75 +70,7 @@ class ResetRequest:
         return f"ResetRequest(service={self.service!r}, client_key={self.client_key!r}, region={self.region!r})"
 
 
-@dataclass(frozen=True)
-class Created:
-    event: Event
-    created: bool
-
-
-def create_event(request: ResetRequest, *, now: datetime, sends_wake_up: bool = False) -> Created:
-    """Persist a new event and its SMS intent, or return the one this request already made.
-
-    ``sends_wake_up``: the caller sends the new event's first wake-up (``tasks.send``) as
-    soon as this commits. Otherwise the event waits for ``tasks.wake`` or the sweeper.
-
-    1. Validate and normalize the request (nothing is stored for a refused one).
-    2. Resolve the region's active policy; refuse what it does not allow (missing
-       consent, a destination outside its countries), an expiry that leaves no
-       usable action budget, and one past the policy's longest lifetime.
-    3. In one statement, before any outbound request: the event, the claim on its
-       first channel, the sealed destinations and the first transition.
-    4. A (service, client key) seen before returns its event if the request is the
-       same, and is refused as a conflict if it differs. It is looked up only where
-       the INSERT found the key taken or the policy refused: a first request, the
-       common case, pays for no lookup. A replay is answered with its event even
-       where the policy would refuse the request today (it changed, or time ran on).
-
-    The policy is the version this process last saw published in the region: asking which
-    one is would cost every creation a round trip, and publishing is rare. The INSERT is
-    written only if that version is still the published one when it runs; where it was
-    not, or where the version refused the request, the region's version is read afresh
-    and, if another is published now, the request is judged again under that one.
-    """
-    checked = checked_destinations(request)
-    audience = audience_of(request)
-    fingerprint = request_fingerprint(request, checked.destinations, audience)
-    policy = presumed_published(request.region)
-    while True:
-        refusal: EventRefused | None = None
-        try:
-            event, dependents = _new_event(request, policy, checked, audience, fingerprint, now, sends_wake_up)
-        except EventRefused as refused:
-            refusal = refused
-        else:
-            if rows.insert_together(
-                event, ("service", "client_key"), dependents, only_if=still_published(event.policy)
-            ):
-                return Created(event, created=True)
-        # Refused, or nothing written: the version may no longer be the published one (judge
-        # again under the one that is); else the client key is taken (an earlier request, or a
-        # concurrent twin that committed first), and that event answers.
-        policy, changed = _published_now(request.region, policy)
-        if changed:
-            continue
-        existing = existing_event(request, fingerprint)
-        if existing is not None:
-            return Created(existing, created=False)
-        if refusal is not None:
-            raise refusal
-        raise RuntimeError(f"client key of service {request.service!r} taken, yet no event holds it")
-
-
-def _published_now(region: str, presumed: PolicyVersion | None) -> tuple[PolicyVersion | None, bool]:
-    """The region's published version read afresh, and whether it differs from ``presumed``.
-
-    Each retry follows a publication that committed since the last read, so the loop in
-    ``create_event`` ends as soon as publishing stops for the moment one takes."""
-    version = published_version(region)
-    return version, getattr(version, "pk", None) != getattr(presumed, "pk", None)
-
-
-def _new_event(
+def new_event(
     request: ResetRequest,
     policy: PolicyVersion | None,
     checked: "Checked",
@@ -177,7 +111,7 @@ def _new_event(
         )
 
     # Before any outbound request: the event, its first claim, the sealed destinations and
-    # the first transition land together or not at all (create_event inserts them).
+    # the first transition land together or not at all (``notify.writes.create`` inserts them).
     return new_rows(request, policy, start, checked.destinations, audience, fingerprint, expires_at, now, sends_wake_up)
 
 
@@ -217,7 +151,7 @@ def new_rows(
     event.next_action, event.next_action_at, event.act_by = decision.action, decision.due_at, decision.act_by
     if sends_wake_up:
         # Recorded as pending in the same INSERT, sparing an UPDATE per creation; a hint
-        # sent meanwhile by someone else is then not doubled (see tasks.wake).
+        # sent meanwhile by someone else is then not doubled (``notify.writes.wake_ups``).
         event.wake_at = now
     claim = Claim(
         event=event, channel=start.channel, key=claim_key(start.channel, event.id), created_at=now, updated_at=now
@@ -271,22 +205,6 @@ def starting_point(policy: PolicyVersion, request: ResetRequest, checked: "Check
     return Start(State.SMS_REQUESTED, Channel.SMS, fallback_available=fallback_available)
 
 
-def existing_event(request: ResetRequest, fingerprint: str) -> Event | None:
-    # Raw SQL: every creation asks, and compiling the ORM query cost more CPU than the lookup.
-    found = Event.objects.raw(_BY_CLIENT_KEY, [request.service, request.client_key])
-    event = next(iter(found), None)
-    if event is not None and event.request_fingerprint != fingerprint:
-        raise EventRefused(
-            Refusal.IDEMPOTENCY_CONFLICT,
-            "client_key",
-            "this client_key was already used with a different request",
-        )
-    return event
-
-
-_BY_CLIENT_KEY = "SELECT * FROM notify_event WHERE service = %s AND client_key = %s"
-
-
 class Checked(NamedTuple):
     """A request's destinations, normalized, and what checking them measured on the way, so that
     nothing is parsed twice in a creation."""
@@ -301,8 +219,10 @@ _HTTPS_URL = URLValidator(schemes=["https"])
 
 
 def checked_destinations(request: ResetRequest) -> Checked:
-    if request.purpose not in Purpose.values:
-        raise EventRefused(Refusal.UNKNOWN_PURPOSE, "purpose", f"purpose must be one of {', '.join(Purpose.values)}")
+    if request.purpose not in RequestPurpose.values:
+        raise EventRefused(
+            Refusal.UNKNOWN_PURPOSE, "purpose", f"purpose must be one of {', '.join(RequestPurpose.values)}"
+        )
     phone, calling_code = "", None
     if request.phone:
         try:

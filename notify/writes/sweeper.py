@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Q
 
-from notify import transitions
 from notify.models import Event
+from notify.writes import moves
 
 SWEEPER = "sweeper"
 # Batches per sweep: bounds one sweep's run time; the next sweep continues.
@@ -59,7 +59,7 @@ def sweep(
             due = _claim_batch(now, batch, redeliver_after)
             for event_id, expires_at in due:
                 if expires_at <= now:
-                    outcome = transitions.expire(event_id, now=now, actor=SWEEPER)
+                    outcome = moves.expire(event_id, now=now, actor=SWEEPER)
                     expired += outcome.applied
                 elif enqueue(event_id):
                     enqueued += 1
