@@ -11,8 +11,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("reset_delivery")
 # A plain mapping of the CELERY_* settings, not Django's settings object itself: Celery reads
 # its configuration on every publish (routes, serializer, retry policy), and reading it through
-# Django's lazy settings wrapper cost each wake-up publish about a sixth of its CPU (0.55 ms
-# against 0.46, docs/benchmarks.md). The settings are fixed once the process starts, so a
+# Django's lazy settings wrapper cost each wake-up publish about a sixth of its CPU
+# (docs/benchmarks.md, "Measured choices"). The settings are fixed once the process starts, so a
 # copy loses nothing.
 app.config_from_object("config.celery_settings:CELERY", namespace="CELERY")
 app.autodiscover_tasks()

@@ -3,7 +3,7 @@
 The internal API and Twilio's callbacks are answered to programs that authenticate each
 request themselves (a bearer token, a request signature): they have no session, no logged-in
 user, no flash messages, no page to protect with a CSP and no htmx. Running the console's
-middleware on them cost each such request about 0.3 ms of CPU (docs/scaling.md) and could
+middleware on them cost each such request CPU (docs/scaling.md) and could
 only add a cookie or a header no client reads. Everything else (the console, admin, login,
 the API's own documentation page) keeps all of it. SecurityMiddleware, CommonMiddleware, CSRF and
 X-Frame-Options run on every path as before (the API and callback views are exempt from CSRF

@@ -1,7 +1,7 @@
 """Putting a step's wake-up on the broker: Celery's message, published by a producer kept per thread.
 
-``advance.apply_async`` costs a creation more CPU than anything else it does (0.5-0.7 ms
-alone, 1.4 ms inside a request, docs/benchmarks.md): Celery reads its configuration a
+``advance.apply_async`` costs a creation more CPU than anything else it does
+(docs/benchmarks.md, "Measured choices"): Celery reads its configuration a
 dozen times, routes the task, reprs its arguments, takes a producer from its pool and
 copies the queue to bind it, for a message that is the same every time but for its id.
 Here the route, the queue and the retry policy are read once; each wake-up has Celery
@@ -106,8 +106,8 @@ class _KeptClientChannel(kombu_redis.Channel):
     """kombu's Redis channel, putting every message through one client instead of a new one each.
 
     kombu builds a ``redis.Redis`` for each message it puts, and that constructor copies
-    redis-py's whole table of reply callbacks: 58 µs, about a twentieth of a creation's web
-    CPU. A client holds no connection of its own (each command borrows one from the channel's
+    redis-py's whole table of reply callbacks, a visible share of a creation's web CPU. A client
+    holds no connection of its own (each command borrows one from the channel's
     pool), so one serves all of its channel's messages; a channel is a connection's, and a
     publishing connection is one thread's (``_producer``).
     """
@@ -125,8 +125,8 @@ class _KeptClientChannel(kombu_redis.Channel):
         """LPUSH ``message`` on this channel's own connection, as kombu's ``_put`` does through a client.
 
         A command through a ``redis.Redis`` takes a connection from the pool and gives it back,
-        under the pool's lock, and records it for redis-py's observability: 87 µs of CPU against
-        40 µs for the command itself on a kept connection. Whatever kombu's ``_put`` does
+        under the pool's lock, and records it for redis-py's observability: twice the CPU of the
+        command itself on a kept connection. Whatever kombu's ``_put`` does
         besides an LPUSH (a priority's queue, a batch, a queue that expires) stays kombu's.
         """
         expires = self._expires  # type: ignore[attr-defined]  # kombu's, missing from its stubs

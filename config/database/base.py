@@ -52,7 +52,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         made over a ``PreparingCursor`` (``notify.writes``' statements).
 
         Through ``create_cursor``, the backend's hook for the cursor underneath: making Django's
-        own and swapping it out after cost each statement 25-30 µs of CPU.
+        own and swapping it out after would cost every statement a cursor made for nothing.
         """
         # Connected first, so no cursor that connecting makes (Django's version check) is a preparing one.
         self.close_if_health_check_failed()

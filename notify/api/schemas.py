@@ -32,8 +32,7 @@ def _never_null(schema: JsonDict) -> None:
 # The two shapes of a creation are pydantic's own models, not ninja's Schema: Schema's wrapping
 # validator (there to read Django model instances by attribute) validated a request twice, once
 # as the dict and once through its attribute-reading wrapper, where the model forbids extra
-# fields, and a response once more through the wrapper. A body and a response are plain values:
-# 19 -> 2.5 us and 11 -> 1.4 us each, alone.
+# fields, and a response once more through the wrapper. A body and a response are plain values.
 class CreateEvent(BaseModel):
     """A password-reset delivery request. Phone, email and link go to the vault and are never returned."""
 

@@ -13,8 +13,8 @@ from typing import NamedTuple, Protocol
 from notify.rules.vocabulary import Channel, ClaimState, NextAction, Normalized, State
 from policies.models import PolicyVersion
 
-# ``State(value)`` and ``ClaimState(value)`` go through Enum's call machinery (about 0.3 µs);
-# every decision converts a stored state, and replay makes millions, so these look it up instead.
+# ``State(value)`` and ``ClaimState(value)`` go through Enum's call machinery; every decision
+# converts a stored state, and replay makes millions, so these look it up instead.
 # Here, not in notify.rules.vocabulary, so that they are compiled with their callers (config.native):
 # interpreted, each call cost the compiled decision code a Python frame.
 # A member hashes and compares as its value, so a member or a stored string finds its member.
