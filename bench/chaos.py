@@ -256,6 +256,8 @@ def _chaos(run: Run, simulator, web_port: int) -> dict[str, object]:
         sms_discard_content=True,
         alert_mode="page",
         page_margin=chaos_paging.PAGE_MARGIN,
+        # Every at-risk event pages on its own here: the run's paging block judges single pages.
+        surge_threshold=1_000_000,
     )
     simulator.control.redact(body=True, phone=run.broker == "rabbitmq")
     run.faults["sms_body_redaction"] += 1

@@ -34,6 +34,7 @@ DURATION_FIELDS = (
     "lease_ttl",
     "email_backoff",
     "page_margin",
+    "surge_quiet_period",
     "vault_retention",
     "raw_payload_retention",
     "observation_retention",
@@ -57,6 +58,7 @@ CONTENT_FIELDS = (
     "email_attempt_limit",
     "resubmit_unknown_email",
     "alert_mode",
+    "surge_threshold",
     "channel_plan",
     "allowed_sms_country_codes",
     "consent_required",
@@ -145,6 +147,18 @@ class PolicyVersion(models.Model):
     )
     alert_mode = models.CharField(max_length=8, choices=AlertMode.choices, default=AlertMode.OBSERVE)
     page_margin = models.DurationField(help_text="Page when the remaining action budget falls below this.")
+    # Database defaults as well: code from before these columns (a rolling deploy) inserts without them.
+    surge_threshold = models.PositiveIntegerField(
+        default=10,
+        db_default=10,
+        help_text="More events of the region at risk than this in one evaluation open one incident for the "
+        "region (a surge) instead of one page each; its at-risk events page on their own again once it resolves.",
+    )
+    surge_quiet_period = models.DurationField(
+        default=timedelta(minutes=2),
+        db_default=timedelta(minutes=2),
+        help_text="A surge resolves once the region has been at or under the threshold this long.",
+    )
     channel_plan = models.CharField(max_length=16, choices=ChannelPlan.choices, default=ChannelPlan.SMS_THEN_EMAIL)
     allowed_sms_country_codes = models.JSONField(
         default=list, blank=True, help_text="Country calling codes an SMS may go to, e.g. [1]."

@@ -56,6 +56,68 @@ class PageReason(models.TextChoices):
     STEP_FAILING = "step_failing", "its worker step raises, again and again"
 
 
+class Surge(models.Model):
+    """One incident for a region while more of its events are at risk than its policy's ``surge_threshold``.
+
+    While it is open its region's new at-risk pages are covered by it (``Page.surge``) and send
+    no trigger of their own; its trigger says how many, in which state most, and which are
+    the most urgent, and is sent again with the count (same dedup key: updated in place, at
+    most once per evaluation interval). It resolves once the region has been at or under the
+    threshold for the policy's ``surge_quiet_period``; the events still at risk then page on
+    their own. At most one open per region (the partial unique key is the dedup: two
+    evaluators racing insert one row). Like a page, an outbox entry in ``page`` mode.
+    """
+
+    region = models.CharField(max_length=8)
+    mode = models.CharField(max_length=8, choices=PageMode.choices)
+    opened_at = models.DateTimeField()
+    # As the last evaluation counted it: how many, where most of them are, and the most urgent few
+    # (opaque event ids, most urgent first), for the responder and the pager's summary.
+    at_risk = models.PositiveIntegerField()
+    most_at_risk = models.PositiveIntegerField(help_text="The largest count any evaluation made while it was open.")
+    dominant_state = models.CharField(max_length=20)
+    dominant_next_action = models.CharField(max_length=20)
+    most_urgent = models.JSONField(default=list)
+    counted_at = models.DateTimeField()
+    # Since when the region has been at or under the threshold (NULL while it is over).
+    quiet_since = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    # The pager's side, as a page's: when the trigger (and each count update) and the resolve landed.
+    trigger_sent_at = models.DateTimeField(null=True, blank=True)
+    trigger_uncertain = models.BooleanField(default=False)
+    # The count the pager last got (0: none yet); an update is owed while it differs from ``at_risk``.
+    sent_at_risk = models.PositiveIntegerField(default=0)
+    resolve_sent_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["region"], condition=models.Q(resolved_at__isnull=True), name="surge_one_open_per_region"
+            ),
+        ]
+        indexes = [
+            # Consumer: the pager's outbox.
+            models.Index(
+                fields=["next_attempt_at"],
+                name="surge_outbox_idx",
+                condition=models.Q(next_attempt_at__isnull=False),
+            ),
+            # Consumer: the would-have-paged review, by day.
+            models.Index(fields=["opened_at"], name="surge_opened_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mode} surge {self.region} {self.opened_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def dedup_key(self) -> str:
+        return f"surge-{self.region}-{self.pk}"
+
+
 class Page(models.Model):
     """An event whose action budget fell within its policy's page margin while a step remained,
     or whose worker step kept raising (``PageReason``).
@@ -67,6 +129,8 @@ class Page(models.Model):
     """
 
     event = models.OneToOneField("notify.Event", on_delete=models.CASCADE, related_name="page")
+    # The region's surge that covered it when it opened: no trigger of its own while that is open.
+    surge = models.ForeignKey(Surge, null=True, blank=True, on_delete=models.SET_NULL, related_name="pages")
     region = models.CharField(max_length=8)
     mode = models.CharField(max_length=8, choices=PageMode.choices)
     # Why it opened: the budget, or a step that keeps raising (a bad row, not a slow provider),

@@ -33,7 +33,7 @@ def evaluate_risk() -> dict[str, int]:
     evaluation = risk.evaluate(now)
     # The heartbeat an alert watches: an evaluator that stopped pages nobody, so its silence must.
     tallies.set_value(tallies.EVALUATOR_LAST_RUN, now.timestamp())
-    if evaluation.opened or evaluation.resolved:
+    if evaluation.opened or evaluation.resolved or evaluation.surges_opened or evaluation.surges_resolved:
         log.info("risk_evaluated", extra=evaluation.__dict__)
         transaction.on_commit(_deliver_soon)
     return evaluation.__dict__

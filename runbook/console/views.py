@@ -18,7 +18,7 @@ from policies.models import PolicyVersion, Stage
 from runbook.console import answers, audit, timeline
 from runbook.console.access import ConsoleRequest, requires
 from runbook.console.forms import NoteForm
-from runbook.models import AuditAction, AuditEntry, Page, PageMode
+from runbook.models import AuditAction, AuditEntry, Page, PageMode, Surge
 
 PAGE_SIZE = 50
 # The event page shows this many of the newest observations; a runaway event (a provider
@@ -113,6 +113,7 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
         [offset : offset + PAGE_SIZE]
     )  # fmt: skip
     now = current_clock().now()
+    shown = [filters.region] if filters.region else regions
     events = list(page_events)
     follow_up = _marked_for_follow_up([event.id for event in events])
     rows = [_row(event, now, event.id in follow_up) for event in events]
@@ -132,6 +133,8 @@ def event_list(request: ConsoleRequest) -> HttpResponse:
         "search_missed": bool(search),
         "now": now,
         "behind": _behind(now),
+        # A region's open surge, above the list: what the responder was paged for.
+        "surges": [surge for surge in Surge.objects.filter(resolved_at__isnull=True) if surge.region in shown],
     }
     return _render(request, "runbook/event_list.html", "results", context)
 
@@ -242,12 +245,25 @@ def page_review(request: ConsoleRequest) -> HttpResponse:
             observed=Count("pk", filter=Q(mode=PageMode.OBSERVE)),
             paged=Count("pk", filter=Q(mode=PageMode.PAGE)),
             delivered=Count("pk", filter=Q(mode=PageMode.PAGE, trigger_sent_at__isnull=False)),
+            covered=Count("pk", filter=Q(surge__isnull=False)),
             mean_action_budget=Avg("budget_seconds"),
         )
         .order_by("-day", "region")
     )
+    surges = Surge.objects.filter(opened_at__gte=since)  # surge_opened_idx
+    surges_by_day = {
+        (row["day"], row["region"]): row["n"]
+        for row in surges.annotate(day=TruncDate("opened_at")).values("day", "region").annotate(n=Count("pk"))
+    }
+    # Incidents with surges grouping a region's at-risk events, against one per event without.
+    by_day = [
+        day | {"surges": (n := surges_by_day.get((day["day"], day["region"]), 0)),
+               "incidents": day["observed"] + day["paged"] - day["covered"] + n}
+        for day in days
+    ]  # fmt: skip
     context = {
-        "days": list(days),
+        "days": by_day,
+        "surges": surges.order_by("-opened_at", "-id")[:20],
         "regions": _regions_under_review(recent),
         "may_draft": request.user.is_staff and request.user.has_perm("policies.add_policyversion"),
         "review_days": REVIEW_DAYS,

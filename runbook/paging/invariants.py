@@ -6,8 +6,10 @@ every message it was sent (``Received``). Against the ``Page`` rows and their ev
 - ``duplicate_trigger``: a trigger accepted more than once for one event (one page per event);
 - ``trigger_after_end``: a trigger that reached the pager after its event had ended (in the
   database: see ``end_known_at``);
-- ``undelivered_trigger``: a page of an event still open whose trigger never landed;
-- ``unresolved_page``: an ended event whose trigger landed (or may have) without a resolve accepted.
+- ``undelivered_trigger``: a page of an event still open whose trigger never landed, nor that of
+  the surge that covers it;
+- ``unresolved_page``: an ended event whose trigger landed (or may have) without a resolve accepted;
+- ``unresolved_surge``: a resolved surge whose trigger landed (or may have) without a resolve accepted.
 
 A trigger sent while the pager timed out is not counted as accepted: the stand-in drops
 it, as a load balancer in front of a pager that is down would.
@@ -22,7 +24,7 @@ from typing import Any
 from django.db.models import Q
 
 from notify.invariants import Violation
-from runbook.models import Page, PageMode
+from runbook.models import Page, PageMode, Surge
 
 ACCEPTED = 202
 
@@ -54,7 +56,7 @@ def outbox_drained() -> bool:
     """
     due = Q(mode=PageMode.PAGE, next_attempt_at__isnull=False)
     ended_unresolved = Q(resolved_at__isnull=True, event__act_by__isnull=True)
-    return not Page.objects.filter(due | ended_unresolved).exists()
+    return not Page.objects.filter(due | ended_unresolved).exists() and not Surge.objects.filter(due).exists()
 
 
 def end_known_at(
@@ -94,7 +96,8 @@ def check(
             last_trigger[message.dedup_key] = message.at
     violations = []
     pages = Page.objects.filter(mode=PageMode.PAGE).select_related("event")
-    fields = ("event_id", "trigger_uncertain", "resolved_at", "event__act_by", "event__state_entered_at")
+    fields = ["event_id", "region", "surge_id", "trigger_uncertain", "resolved_at"]
+    fields += ["event__act_by", "event__state_entered_at"]
     for page in pages.only(*fields):
         event_id, event = page.event_id, page.event
         triggers = accepted["trigger", event_id]
@@ -107,8 +110,14 @@ def check(
         if ended_at is not None and arrived is not None and arrived > ended_at + in_flight:
             late = (arrived - ended_at).total_seconds()
             violations.append(Violation("trigger_after_end", event_id, f"trigger arrived {late:.1f}s after the end"))
-        if ended_at is None and not triggers:
+        # A page a surge covers is told by the surge's trigger (runbook/paging/surges.py).
+        covered = page.surge_id is not None and accepted["trigger", f"surge-{page.region}-{page.surge_id}"] > 0
+        if ended_at is None and not triggers and not covered:
             violations.append(Violation("undelivered_trigger", event_id, "open event, no trigger accepted"))
         if ended_at is not None and (triggers or page.trigger_uncertain) and not accepted["resolve", event_id]:
             violations.append(Violation("unresolved_page", event_id, "ended, no resolve accepted"))
+    for surge in Surge.objects.filter(mode=PageMode.PAGE, resolved_at__isnull=False):
+        landed = accepted["trigger", surge.dedup_key] or surge.trigger_uncertain
+        if landed and not accepted["resolve", surge.dedup_key]:
+            violations.append(Violation("unresolved_surge", surge.dedup_key, "resolved, no resolve accepted"))
     return violations

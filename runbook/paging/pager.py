@@ -33,8 +33,9 @@ from django.urls import reverse
 
 from notify import tallies
 from plumbing.clock import Clock, current_clock
+from policies.cache import published_version
 from runbook.models import Page, PageReason
-from runbook.paging import pagerduty, quota, risk
+from runbook.paging import pagerduty, quota, risk, surge_pager
 from runbook.paging.pagerduty import PagerError
 
 log = logging.getLogger("runbook.pager")
@@ -81,6 +82,8 @@ def deliver_due(clock: Clock | None = None, *, send: Send = post_to_pager) -> De
     outcomes: Counter[str] = Counter()
     # Routing keys that are out of quota, or that the pager answered 429 for, for the rest of this run.
     blocked: set[str] = set()
+    # Surges first: each stands for many events (runbook/paging/surge_pager.py).
+    outcomes += surge_pager.deliver_due(clock, send, hold=claim_hold(), backoff=_surge_backoff, blocked=blocked)
     # Up to PAGER_CONCURRENCY calls side by side, each under its own deadline: a run of BATCH
     # pages to a pager that times out lasts BATCH / PAGER_CONCURRENCY deadlines, not BATCH of
     # them. Claimed a wave at a time, each page just before its call, so a trigger's re-check
@@ -268,6 +271,11 @@ def retry_wait(failures: int, page_margin: timedelta) -> timedelta:
     cap: timedelta = max(page_margin / 4, FIRST_RETRY)
     doubled: timedelta = FIRST_RETRY * 2 ** min(failures - 1, 10)
     return min(cap, doubled)
+
+
+def _surge_backoff(failures: int, region: str) -> timedelta:
+    policy = published_version(region)
+    return retry_wait(failures, policy.page_margin if policy is not None else FIRST_RETRY)
 
 
 def console_link(event_id: str) -> str:

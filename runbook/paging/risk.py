@@ -21,7 +21,8 @@ from notify.models import Claim, Event
 from notify.rules import machine
 from notify.rules.vocabulary import Channel, NextAction
 from policies.models import AlertMode, PolicyVersion
-from runbook.models import Page, PageMode, PageReason
+from runbook.models import Page, PageMode, PageReason, Surge
+from runbook.paging import surges
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class Evaluation:
     opened: int  # new pages (either mode)
     not_pageable: int  # at risk by action budget, but nothing is left to do (expired or about to)
     resolved: int  # pages whose event reached a terminal state
+    surges_opened: int = 0
+    surges_resolved: int = 0
 
 
 def at_risk_events(now: datetime) -> QuerySet[Event]:
@@ -107,6 +110,9 @@ def evaluate(now: datetime) -> Evaluation:
     Safe to run concurrently: the page's one-to-one key on the event makes a second
     insert for the same event a no-op, so two evaluators open one page between them.
     """
+    # Surges first: a region over its threshold is covered before this evaluation's pages open.
+    surged = surges.evaluate(now, pageable_events(now))
+    covering = {surge.region: surge for surge in Surge.objects.filter(resolved_at__isnull=True)}
     at_risk = at_risk_events(now).filter(page__isnull=True).select_related("policy")
     failing = Event.objects.failing().filter(page__isnull=True).select_related("policy")  # event_step_failures_idx
     candidates = list({event.pk: event for event in [*failing, *at_risk]}.values())
@@ -119,6 +125,8 @@ def evaluate(now: datetime) -> Evaluation:
             continue
         mode = PageMode.PAGE if event.policy.alert_mode == AlertMode.PAGE else PageMode.OBSERVE
         failing_now = event.step_failures >= settings.NOTIFY_FAILING_AFTER
+        # A failing step is its own kind of trouble, not the surge's: it pages on its own.
+        surge = None if failing_now else covering.get(event.region)
         # get_or_create inserts, and on the unique key's IntegrityError (another evaluator's
         # insert won) returns that row: one page per event, whoever got there first.
         _, created = Page.objects.get_or_create(
@@ -131,11 +139,12 @@ def evaluate(now: datetime) -> Evaluation:
                 "state": event.state,
                 "next_action": now_true.next_action,
                 "budget_seconds": now_true.action_budget_seconds(now),
-                "next_attempt_at": now if mode == PageMode.PAGE else None,
+                "surge": surge,
+                "next_attempt_at": now if mode == PageMode.PAGE and surge is None else None,
             },
         )
         opened += created
-    return Evaluation(opened=opened, not_pageable=not_pageable, resolved=resolve(now))
+    return Evaluation(opened, not_pageable, resolve(now), surged.opened, surged.resolved)
 
 
 def resolve(now: datetime) -> int:

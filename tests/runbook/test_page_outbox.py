@@ -13,15 +13,24 @@ from runbook.paging import pager, pagerduty, quota, risk
 from tests.factories import PolicyVersionFactory
 from tests.runbook.events import event_in, observe
 
+# The outbox of single pages, many at once: no surge groups them here (tests/runbook/test_surges.py).
+NO_SURGE = 1_000_000
+
 # The factory policy: page margin 30 s; an SMS still pending needs 9 s of steps (with its
 # fallback), so it goes at risk 39 s before its expiry. One second after that, with 29 s of
 # budget left, is when these tests start.
 AT_RISK = 600 - 9 - 29
 
 
+def eu_paging_policy():
+    return PolicyVersionFactory.create(
+        region="EU", alert_mode="page", allowed_sms_country_codes=[44], surge_threshold=NO_SURGE
+    )
+
+
 @pytest.fixture
 def paging_policy(db):
-    return PolicyVersionFactory.create(alert_mode="page")
+    return PolicyVersionFactory.create(alert_mode="page", surge_threshold=NO_SURGE)
 
 
 def at_risk_pages(clock, count, **fields):
@@ -122,7 +131,9 @@ def test_trigger_and_resolve_back_off_separately_and_never_past_a_quarter_of_the
 def test_a_429_pauses_every_page_of_its_routing_key_for_the_retry_after_it_asked(
     paging_policy, clock, pager_receiver, settings
 ):
-    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    PolicyVersionFactory.create(
+        region="EU", alert_mode="page", allowed_sms_country_codes=[44], surge_threshold=NO_SURGE
+    )
     us = [event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600)) for _ in range(3)]
     [eu] = [event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")]
     clock.advance(AT_RISK)
@@ -148,7 +159,9 @@ def test_a_429_pauses_every_page_of_its_routing_key_for_the_retry_after_it_asked
 
 @pytest.mark.parametrize("held", ["paused", "out_of_quota"])
 def test_pages_of_a_held_back_key_do_not_hold_back_another_keys(held, paging_policy, clock, pager_receiver, settings):
-    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    PolicyVersionFactory.create(
+        region="EU", alert_mode="page", allowed_sms_country_codes=[44], surge_threshold=NO_SURGE
+    )
     us = at_risk_pages(clock, pager.BATCH + 30)  # more than one run takes, all ahead of EU's
     clock.advance(1)
     eu = event_in(State.SMS_PENDING, clock, ttl=timedelta(seconds=600), region="EU", phone="+447911123456")
@@ -167,7 +180,9 @@ def test_pages_of_a_held_back_key_do_not_hold_back_another_keys(held, paging_pol
 
 
 def test_due_pages_are_taken_from_each_routing_key_in_turn(paging_policy, clock, pager_receiver):
-    PolicyVersionFactory.create(region="EU", alert_mode="page", allowed_sms_country_codes=[44])
+    PolicyVersionFactory.create(
+        region="EU", alert_mode="page", allowed_sms_country_codes=[44], surge_threshold=NO_SURGE
+    )
     at_risk_pages(clock, pager.BATCH)
     clock.advance(1)
     for _ in range(3):
