@@ -192,8 +192,12 @@ def apply(
     known: Loaded | None = None,
     observation: ObservationInput | None = None,
     hand_back: HandBack | None = None,
+    wakes: bool = True,
 ) -> Written:
     """Attempt ``plan`` against the current event until one compare-and-set lands.
+
+    ``wakes`` False: a write that the caller follows with another at once (a delivery's implied
+    acceptance) sends no wake-up of its own; the last write decides, as a worker would.
 
     1. Take the event as the caller last saw it (``known``) or load it with its
        claims; a lease holder whose token was bumped stops (its observation is
@@ -232,7 +236,7 @@ def apply(
                         "actor": actor,
                     },
                 )
-                if lease is None and machine.due_now(planned.decision, now):
+                if lease is None and wakes and machine.due_now(planned.decision, now):
                     # e.g. a terminal SMS failure reported by callback, or a responder's claim:
                     # the next action is due now, not at the next poll.
                     wake_up = WakeUp(event_id, now)

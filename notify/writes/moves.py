@@ -33,6 +33,7 @@ def record_observation(
     lease: Lease | None = None,
     known: Loaded | None = None,
     hand_back: HandBack | None = None,
+    wakes: bool = True,
 ) -> Written:
     """Store an observation and apply the transition it asks for, if the table allows it.
 
@@ -45,7 +46,15 @@ def record_observation(
         return observation_change(loaded, observation)
 
     return apply(
-        event_id, plan, now=now, actor=actor, lease=lease, known=known, observation=observation, hand_back=hand_back
+        event_id,
+        plan,
+        now=now,
+        actor=actor,
+        lease=lease,
+        known=known,
+        observation=observation,
+        hand_back=hand_back,
+        wakes=wakes,
     )
 
 
@@ -77,7 +86,11 @@ def record_receipt(
                 raw_payload="",
                 dedup_key="",
             )
-            accepted = record_observation(event_id, implied, now=now, actor=actor, lease=lease, known=loaded)
+            # No wake-up of its own: the delivery written next decides what is due (a claim of the
+            # fallback woken between the two would race the delivery it is about to meet).
+            accepted = record_observation(
+                event_id, implied, now=now, actor=actor, lease=lease, known=loaded, wakes=False
+            )
             if accepted.effect == Effect.CONFLICT:
                 return accepted
             known = accepted.after

@@ -126,7 +126,9 @@ def evaluate(now: datetime) -> Evaluation:
         mode = PageMode.PAGE if event.policy.alert_mode == AlertMode.PAGE else PageMode.OBSERVE
         failing_now = event.step_failures >= settings.NOTIFY_FAILING_AFTER
         # A failing step is its own kind of trouble, not the surge's: it pages on its own.
-        surge = None if failing_now else covering.get(event.region)
+        surge = covering.get(event.region)
+        if failing_now or (surge is not None and surge.mode != mode):
+            surge = None  # pages on its own: see surges.cover
         # get_or_create inserts, and on the unique key's IntegrityError (another evaluator's
         # insert won) returns that row: one page per event, whoever got there first.
         _, created = Page.objects.get_or_create(

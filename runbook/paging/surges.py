@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Q, QuerySet, Value, When
+from django.db.models import Case, F, Q, QuerySet, Value, When
 
 from notify.models import Event
 from policies.cache import published_version
 from policies.models import AlertMode, PolicyVersion
-from runbook.models import Page, PageMode, Surge
+from runbook.models import Page, PageMode, PageReason, Surge
 
 # How many of the most urgent events a surge names: enough to start with, few enough to read.
 MOST_URGENT = 5
@@ -80,6 +80,8 @@ def evaluate(now: datetime, pageable: QuerySet[Event]) -> Surges:
     for region in sorted(set(counts) | set(open_surges)):
         policy = published_version(region)
         if policy is None:
+            # No policy says what a surge of this region is any more: its events page on their own.
+            resolved += _resolve(open_surges[region], now) if region in open_surges else 0
             continue
         counted = counts.get(region, Count(0, "", "", []))
         surge = open_surges.get(region)
@@ -95,6 +97,7 @@ def evaluate(now: datetime, pageable: QuerySet[Event]) -> Surges:
             _recount(surge, counted, now, quiet=True)
             if surge.quiet_since is not None and now - surge.quiet_since >= policy.surge_quiet_period:
                 resolved += _resolve(surge, now)
+    _uncover_orphans(now)
     return Surges(opened, resolved)
 
 
@@ -148,23 +151,44 @@ def _recount(surge: Surge, counted: Count, now: datetime, *, quiet: bool) -> Non
 
 
 def cover(surge: Surge) -> int:
-    """Cover the region's open pages whose trigger has not gone out: the surge speaks for them."""
+    """Cover the region's open at-risk pages of its mode that no delivery has taken up: the surge speaks for them.
+
+    Never attempted (``attempts`` 0): a page a deliverer holds, or whose trigger failed and
+    may have landed, keeps its own course (its outcome is recorded under its own fence). A
+    failing step pages on its own; so does a page of the other mode (the region's policy
+    changed mode while the surge was open).
+    """
     return Page.objects.filter(
         region=surge.region,
+        mode=surge.mode,
+        reason=PageReason.AT_RISK,
         surge__isnull=True,
         resolved_at__isnull=True,
-        trigger_sent_at__isnull=True,
-        trigger_uncertain=False,
+        attempts=0,
     ).update(surge=surge, next_attempt_at=None)
+
+
+def _uncover_orphans(now: datetime) -> int:
+    """Pages covered by a surge that resolved meanwhile (a racing evaluator resolved it between this
+    one's read and its write) page on their own from now, as ``_resolve`` would have made them."""
+    return Page.objects.filter(surge__resolved_at__isnull=False, resolved_at__isnull=True).update(
+        surge=None, next_attempt_at=Case(When(mode=PageMode.PAGE, then=Value(now)), default=Value(None))
+    )
 
 
 def _resolve(surge: Surge, now: datetime) -> int:
     """Resolve the surge; the events it covered that are still at risk page on their own from now."""
     owed_nothing = Q(trigger_sent_at__isnull=True, trigger_uncertain=False)
     with transaction.atomic():
+        # Due now unless a delivery holds it (a count update on its way): that delivery's record
+        # makes it due for the resolve after, so the resolve never overtakes the trigger.
         done = Surge.objects.filter(pk=surge.pk, resolved_at__isnull=True).update(
             resolved_at=now,
-            next_attempt_at=Case(When(Q(mode=PageMode.OBSERVE) | owed_nothing, then=Value(None)), default=Value(now)),
+            next_attempt_at=Case(
+                When(Q(mode=PageMode.OBSERVE) | owed_nothing, then=Value(None)),
+                When(next_attempt_at__isnull=True, then=Value(now)),
+                default=F("next_attempt_at"),
+            ),
         )
         Page.objects.filter(surge=surge, resolved_at__isnull=True).update(
             surge=None,

@@ -198,3 +198,32 @@ def test_a_covered_page_counts_as_told_once_its_surge_trigger_landed(surging_pol
     pager.deliver_due(clock)
 
     assert invariants.check(pager_receiver.log, in_flight=timedelta(seconds=5)) == []
+
+
+def test_a_page_a_deliverer_already_took_up_keeps_its_own_course(surging_policy, clock, pager_receiver):
+    first = pending(clock, 1)[0]
+    clock.advance(1)
+    pending(clock, 4)
+    clock.advance(INTO_THE_MARGIN - 1)
+    risk.evaluate(clock.now())  # the first alone is at risk: its own page
+    # A deliverer has claimed it and its trigger is on its way (the claim bumps attempts).
+    Page.objects.filter(event_id=first.id).update(attempts=1, next_attempt_at=clock.now() + timedelta(seconds=10))
+
+    clock.advance(1)
+    assert risk.evaluate(clock.now()).surges_opened == 1  # five at risk now
+
+    assert Page.objects.get(event_id=first.id).surge is None  # its outcome is recorded under its own fence
+    assert Page.objects.filter(surge__isnull=False).count() == 4
+
+
+def test_pages_covered_by_a_surge_resolved_meanwhile_page_on_their_own(surging_policy, clock, pager_receiver):
+    pending(clock, 5)
+    clock.advance(INTO_THE_MARGIN)
+    risk.evaluate(clock.now())
+    Surge.objects.update(resolved_at=clock.now())  # a racing evaluator resolved it after this one covered
+
+    clock.advance(1)
+    risk.evaluate(clock.now())
+
+    assert not Page.objects.filter(surge__resolved_at__isnull=False).exists()
+    assert all(page.next_attempt_at is not None for page in Page.objects.filter(surge__isnull=True))
