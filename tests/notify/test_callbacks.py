@@ -1,6 +1,7 @@
 """The Twilio status callback: signed, deduplicated, redacted, applied through the transition table."""
 
 import json
+from datetime import timedelta
 
 import pytest
 import time_machine
@@ -110,6 +111,22 @@ def test_a_pending_receipt_wakes_nobody(client, submitted, django_capture_on_com
     with django_capture_on_commit_callbacks(execute=False) as wakeups:
         post_status(client, submitted.id, "sent")
 
+    assert wakeups == []
+
+
+def test_a_delivery_past_the_fallback_deadline_that_proves_the_acceptance_too_wakes_nobody(
+    client, policy, clock, submitted, django_capture_on_commit_callbacks
+):
+    # Past D with the submit's answer still awaited: the implied acceptance alone would leave the
+    # fallback's claim due now, but the delivery written right after ends the event, so no worker
+    # is woken to claim it between the two writes.
+    with (
+        time_machine.travel(clock.now() + policy.sms_budget + timedelta(seconds=1), tick=False),
+        django_capture_on_commit_callbacks(execute=False) as wakeups,
+    ):
+        post_status(client, submitted.id, "delivered")
+
+    assert Event.objects.get(pk=submitted.id).state == State.SMS_DELIVERED
     assert wakeups == []
 
 
